@@ -1,0 +1,209 @@
+"""The zread envelope: the one place where events become bytes and lines become commands.
+
+Owns:
+- the byte format of an event line (FIDELITY section 1): compact JSON, key order
+  ``vm, waiting_for, done, error``, strings escaped as Go's ``encoding/json`` escapes
+  them, numbers as Go writes them, one trailing newline;
+- the decoding of a command line and of its ``params``, with exactly the error texts
+  of FIDELITY section 3.
+
+Must not: hold state, read a clock, or do I/O. A rejected line raises
+:class:`RejectedLine`, whose ``text`` is what goes into the event's ``error``.
+
+msgspec does the encoding and the validation; the only hand-written part is the
+Go-compatible escaping of ``<``, ``>``, ``&``, U+2028 and U+2029, which msgspec leaves
+as they are and Go does not. Those bytes can only occur inside JSON strings, so the
+escaping is a substitution over the finished line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "Command",
+    "LineBuffer",
+    "RejectedLine",
+    "decode_command",
+    "decode_params",
+    "encode_event",
+    "encode_vm",
+    "go_float",
+    "not_allowed",
+]
+
+MAX_LINE_BYTES: Final = 1 << 20
+"""The longest command line accepted (FIDELITY section 3)."""
+
+_GO_UNSAFE: Final = re.compile(rb"[<>&]|\xe2\x80[\xa8\xa9]")
+_GO_ESCAPES: Final = {
+    b"<": b"\\u003c",
+    b">": b"\\u003e",
+    b"&": b"\\u0026",
+    b"\xe2\x80\xa8": b"\\u2028",
+    b"\xe2\x80\xa9": b"\\u2029",
+}
+
+_encoder: Final = msgspec.json.Encoder()
+_EMPTY_OBJECT: Final = b"{}"
+
+T = TypeVar("T")
+
+
+class RejectedLine(Exception):
+    """A line from the client that zread would refuse; ``text`` is the event's ``error``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Event(msgspec.Struct):
+    vm: msgspec.Raw
+    waiting_for: tuple[str, ...]
+    done: bool
+    error: str
+
+
+class _WireCommand(msgspec.Struct):
+    type: msgspec.Raw = msgspec.Raw(b"")
+    params: msgspec.Raw = msgspec.Raw(b"")
+
+
+class Command(msgspec.Struct, frozen=True):
+    """A decoded command: its ``type`` as sent, and its raw ``params`` object."""
+
+    type: str
+    params: bytes
+
+
+def _go_escape(match: re.Match[bytes]) -> bytes:
+    return _GO_ESCAPES[match.group()]
+
+
+def encode_vm(vm: Any) -> bytes:
+    """Encode a view model (a msgspec Struct) to compact JSON, unescaped."""
+    return _encoder.encode(vm)
+
+
+def encode_event(vm_json: bytes, waiting_for: tuple[str, ...], done: bool, error: str) -> bytes:
+    """One event line, exactly as zread writes it, newline included.
+
+    ``vm_json`` is the output of :func:`encode_vm`, so that a rejected command can
+    repeat the previous event's vm byte for byte without re-encoding it.
+    """
+    line = _encoder.encode(_Event(msgspec.Raw(vm_json), waiting_for, done, error))
+    if _GO_UNSAFE.search(line) is not None:
+        line = _GO_UNSAFE.sub(_go_escape, line)
+    return line + b"\n"
+
+
+def go_float(value: float) -> float:
+    """A float as Go's encoder writes it: an integral value has no ``.0``."""
+    return int(value) if value.is_integer() else value
+
+
+def not_allowed(command_type: str, state: str) -> str:
+    """The error text for a command that is not in waiting_for."""
+    return f'command "{command_type}" not allowed in state {state}'
+
+
+_MALFORMED: Final = "JSON is malformed: "
+_TRUNCATED: Final = "Input data was truncated"
+
+
+def _reason(err: Exception) -> str:
+    """msgspec's message, reworded where Go's decoder says it differently."""
+    text = str(err)
+    if text.startswith(_MALFORMED):
+        return text.removeprefix(_MALFORMED)
+    if text == _TRUNCATED:
+        return "unexpected end of JSON input"
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def decode_command(line: bytes) -> Command:
+    """Decode one command line (without its newline).
+
+    Raises :class:`RejectedLine` with ``invalid JSON: <reason>`` when the line is not
+    a UTF-8 JSON object. A missing or non-string ``type`` is not an error here: it
+    comes back as ``""`` or as its JSON text, and is refused as not allowed.
+    """
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RejectedLine(f"invalid JSON: invalid UTF-8 at byte {err.start}") from None
+    try:
+        wire = msgspec.json.decode(line, type=_WireCommand)
+    except msgspec.ValidationError as err:
+        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+    except msgspec.DecodeError as err:
+        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+    raw_type = bytes(wire.type)
+    if not raw_type:
+        command_type = ""
+    elif raw_type[:1] == b'"':
+        command_type = msgspec.json.decode(raw_type, type=str)
+    else:
+        command_type = raw_type.decode("utf-8")
+    params = bytes(wire.params)
+    if not params or params == b"null":
+        params = _EMPTY_OBJECT
+    return Command(command_type, params)
+
+
+def decode_params(params: bytes, params_type: type[T]) -> T:
+    """Decode ``params`` into ``params_type``; ``invalid params: <reason>`` on failure.
+
+    Unknown keys are ignored, as Go's decoder ignores them.
+    """
+    try:
+        return msgspec.json.decode(params, type=params_type)
+    except msgspec.ValidationError as err:
+        raise RejectedLine(f"invalid params: {_reason(err)}") from None
+
+
+class LineBuffer:
+    """Splits a byte stream into command lines, never holding more than one line's limit.
+
+    A line longer than :data:`MAX_LINE_BYTES` comes out once, cut to
+    ``MAX_LINE_BYTES + 1`` bytes (so the session can reject it for its length), and the
+    rest of it, up to its newline, is skipped as it arrives.
+    """
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        self._skipping = False
+
+    def push(self, data: bytes) -> list[bytes]:
+        """Feed bytes; return the complete lines they finish, without newlines."""
+        lines: list[bytes] = []
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if not self._skipping:
+                self._pending += piece
+                if len(self._pending) > MAX_LINE_BYTES:
+                    lines.append(bytes(self._pending[: MAX_LINE_BYTES + 1]))
+                    self._pending.clear()
+                    self._skipping = True
+            if end < 0:
+                break
+            if not self._skipping:
+                lines.append(bytes(self._pending))
+            self._pending.clear()
+            self._skipping = False
+            start = end + 1
+        return lines
+
+    def finish(self) -> list[bytes]:
+        """At end of input: the unterminated last line, if any."""
+        rest = b"" if self._skipping else bytes(self._pending)
+        self._pending.clear()
+        self._skipping = False
+        return [rest] if rest else []

@@ -1,0 +1,75 @@
+"""Domain failures: which attempt at which point fails, decided from the seed.
+
+Owns: :class:`Failure`, one ``[[failures]]`` entry of a scenario, and
+:class:`FailurePlan`, which answers a driver's question "does this attempt fail?".
+
+A failure names a ``point`` (where), optionally a ``target`` (which page), and which
+attempts fail: the listed ``attempts``, else the ``first`` N, else all of them; then
+``probability`` thins them out with a seeded draw. The first matching entry wins.
+
+Must not: read the clock or do I/O; it draws only from the RNG it is given.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+import msgspec
+
+__all__ = ["POINTS", "Failure", "FailurePlan"]
+
+Point = Literal[
+    "check", "download", "init_flow", "authorization", "save", "catalog", "page", "server"
+]
+POINTS: tuple[str, ...] = Point.__args__  # type: ignore[attr-defined]
+
+
+class Failure(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One way the simulated world goes wrong."""
+
+    point: Point
+    error: str = ""
+    target: int = 0
+    attempts: list[int] = msgspec.field(default_factory=list)
+    first: int = 0
+    probability: float = 1.0
+    at_percent: float = 0.0
+    timeout: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError("probability must be between 0 and 1")
+        if self.first < 0 or self.target < 0 or any(a < 1 for a in self.attempts):
+            raise ValueError("first and target must be >= 0, attempts >= 1")
+        if not 0.0 <= self.at_percent <= 100.0:
+            raise ValueError("at_percent must be between 0 and 100")
+
+    def selects(self, target: int, attempt: int) -> bool:
+        """True when this entry covers ``attempt`` at ``target``, before probability."""
+        if self.target and self.target != target:
+            return False
+        if self.attempts:
+            return attempt in self.attempts
+        if self.first:
+            return attempt <= self.first
+        return True
+
+
+class FailurePlan:
+    """The failures of one session, with the RNG their probabilities draw from."""
+
+    def __init__(self, failures: list[Failure], rng: random.Random) -> None:
+        self._by_point: dict[str, list[Failure]] = {}
+        for failure in failures:
+            self._by_point.setdefault(failure.point, []).append(failure)
+        self._rng = rng
+
+    def check(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
+        """The failure that makes this attempt fail, or None."""
+        for failure in self._by_point.get(point, ()):
+            if not failure.selects(target, attempt):
+                continue
+            if failure.probability >= 1.0 or self._rng.random() < failure.probability:
+                return failure
+        return None

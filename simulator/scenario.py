@@ -1,0 +1,154 @@
+"""Scenarios: a world, its timing and its failures, by name or from a TOML file.
+
+Owns: :class:`Scenario`, the built-in catalogue (``simulator/scenarios/*.toml``), and
+loading: ``extends`` chains merged table by table (arrays are replaced, not appended),
+then validated into typed structs. A scenario that does not say ``extends`` extends
+``default``, so a file only states what differs. A scenario that names an unknown key, a wrong type
+or an impossible value is refused with its file, the key and the reason.
+
+Must not: draw random numbers, read the clock, or write anything.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from simulator.failures import Failure
+from simulator.timing import Delay
+from simulator.world import World
+
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "builtin_names",
+    "builtin_text",
+    "load_scenario",
+]
+
+DEFAULT = "default"
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; the message names the file, the key and why."""
+
+
+class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A world plus timing plus failures; the only source of behaviour variation."""
+
+    name: str = ""
+    description: str = ""
+    extends: str = ""
+    world: World = msgspec.field(default_factory=World)
+    timing: dict[str, Delay] = msgspec.field(default_factory=dict)
+    failures: list[Failure] = msgspec.field(default_factory=list)
+
+
+def _builtin_dir() -> Any:
+    return resources.files("simulator") / "scenarios"
+
+
+def builtin_names() -> list[str]:
+    """The names of the built-in scenarios, ``default`` first."""
+    names = sorted(
+        entry.name.removesuffix(".toml")
+        for entry in _builtin_dir().iterdir()
+        if entry.name.endswith(".toml")
+    )
+    return sorted(names, key=lambda n: n != DEFAULT)
+
+
+def builtin_text(name: str) -> str:
+    """The TOML source of a built-in scenario."""
+    entry = _builtin_dir() / f"{name}.toml"
+    if not entry.is_file():
+        raise ScenarioError(f"unknown scenario {name!r} (see: python -m simulator scenarios)")
+    return str(entry.read_text(encoding="utf-8"))
+
+
+def _read(ref: str, base: Path | None) -> tuple[str, dict[str, Any]]:
+    """Parse a scenario reference: a built-in name, or a path ending in .toml."""
+    if ref.endswith(".toml") or "/" in ref or "\\" in ref:
+        path = Path(ref) if base is None or Path(ref).is_absolute() else base / ref
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise ScenarioError(f"scenario {ref}: cannot read: {err.strerror}") from None
+        origin = str(path)
+    else:
+        text = builtin_text(ref)
+        origin = f"built-in {ref}"
+    try:
+        return origin, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"scenario {origin}: not valid TOML: {err}") from None
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = _merge(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+_AT = re.compile(r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
+
+
+def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
+    """Turn msgspec's message into (key, reason), e.g. ("world.config.max_retries", ...)."""
+    match = _AT.match(str(err))
+    assert match is not None
+    reason, path = match["reason"], (match["path"] or "")
+    key = re.sub(r"\[(\d+)\]", r"[\1]", path).lstrip(".")
+    unknown = _UNKNOWN.match(reason)
+    if unknown:
+        key = f"{key}.{unknown['field']}".lstrip(".")
+        reason = "unknown key"
+    return key or "(top level)", reason
+
+
+def load_scenario(ref: str = DEFAULT) -> Scenario:
+    """Load a built-in scenario by name, or a TOML file by path, with its ``extends``."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    base: Path | None = None
+    current: str | None = ref
+    while current:
+        origin, data = _read(current, base)
+        if origin in seen:
+            raise ScenarioError(f"scenario {origin}: extends itself (cycle)")
+        seen.add(origin)
+        chain.append((origin, data))
+        parent = data.get("extends", DEFAULT if current != DEFAULT else "")
+        if not isinstance(parent, str):
+            raise ScenarioError(f"scenario {origin}: extends: expected a string")
+        if origin.startswith("built-in ") or not (parent.endswith(".toml") or "/" in parent):
+            base = None
+        else:
+            base = Path(origin).parent
+        current = parent or None
+    merged: dict[str, Any] = {}
+    for _, data in reversed(chain):
+        merged = _merge(merged, data)
+    merged.pop("extends", None)
+    origin = chain[0][0]
+    try:
+        scenario = msgspec.convert(merged, Scenario)
+    except msgspec.ValidationError as err:
+        key, reason = _explain(err)
+        raise ScenarioError(f"scenario {origin}: {key}: {reason}") from None
+    name = ref.removesuffix(".toml").rsplit("/", 1)[-1] if origin != f"built-in {ref}" else ref
+    scenario.name = scenario.name or name
+    scenario.extends = chain[1][0] if len(chain) > 1 else ""
+    return scenario

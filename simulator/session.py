@@ -1,0 +1,305 @@
+"""One zread session, sans-I/O: a chart instance, its vm, its timers.
+
+Owns: the rules every driver shares. Lines in, event lines out; ``quit`` in every
+state; rejected lines answered with the previous vm and waiting_for byte for byte;
+internal ``_`` triggers never taken from a client; one event per accepted command and
+per internal transition; a terminal state ends the session.
+
+The session never reads, writes, sleeps or looks at the wall clock (the h11 model)::
+
+    session = Session(chart, scenario, seed=0, speed=1.0)
+    out = session.start()              # the first event, before anything is read
+    out += session.feed(line)          # a command line, at the time of the last advance
+    deadline = session.next_deadline() # when a timer wants to fire, or None
+    out += session.advance(deadline)   # fire every timer due by then, in order
+
+Time is a float of seconds that only the caller moves. A timer fires *at its
+deadline*: timers it schedules count from that deadline, not from the time ``advance``
+was called, so a late runner does not stretch a run. Randomness comes from streams
+derived from the seed: timing, world data and failures each have their own, so a
+scenario that changes a delay does not change which page fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from simulator.chart import WORLD_DELAY, Chart
+from simulator.driver import Flags, InvalidParams
+from simulator.envelope import (
+    MAX_LINE_BYTES,
+    RejectedLine,
+    decode_command,
+    decode_params,
+    encode_event,
+    encode_vm,
+    not_allowed,
+)
+from simulator.failures import Failure, FailurePlan
+from simulator.scenario import Scenario
+
+__all__ = ["Session", "SessionError", "Timer"]
+
+_OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
+
+
+class SessionError(Exception):
+    """The session was used out of order (a caller's bug, not the client's)."""
+
+
+class _NoParams(msgspec.Struct):
+    """Params of a command that takes none: any object, its keys ignored."""
+
+
+@dataclass(order=True, slots=True)
+class Timer:
+    """A pending internal trigger."""
+
+    deadline: float
+    seq: int
+    trigger: str = field(compare=False)
+    payload: dict[str, Any] = field(compare=False)
+    state: str = field(compare=False, default="")
+    repeat_after: str = field(compare=False, default="")
+
+
+class Session:
+    """A chart instance driven by lines and by time; see the module docstring."""
+
+    def __init__(
+        self,
+        chart: Chart,
+        scenario: Scenario,
+        *,
+        flags: Flags | None = None,
+        seed: int = 0,
+        speed: float = 1.0,
+        now: float = 0.0,
+    ) -> None:
+        missing = sorted(chart.delays - scenario.timing.keys())
+        if missing:
+            raise SessionError(f"scenario {scenario.name} has no timing for {', '.join(missing)}")
+        if speed < 0:
+            raise SessionError("speed must be >= 0")
+        self.chart = chart
+        self._scenario = scenario
+        self._flags = flags or Flags()
+        self._speed = speed
+        self._now = now
+        self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
+        self._rng = random.Random(f"zread-sim:{seed}:world")
+        self._failures = FailurePlan(scenario.failures, random.Random(f"zread-sim:{seed}:failures"))
+        self._heap: list[Timer] = []
+        self._live: dict[int, Timer] = {}
+        self._seq = 0
+        self._effects: list[object] = []
+        self._started = False
+        self._done = False
+        self._last_vm = b"{}"
+        self._last_waiting_for: tuple[str, ...] = ()
+        self.driver = chart.model(self)
+        self.driver.state = chart.initial
+
+    # -- what a driver may use (simulator.driver.Runtime) -------------------------
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    @property
+    def rng(self) -> random.Random:
+        return self._rng
+
+    @property
+    def flags(self) -> Flags:
+        return self._flags
+
+    def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
+        seconds = self._draw(delay) if isinstance(delay, str) else float(delay)
+        return self._push(trigger, seconds, payload)
+
+    def cancel(self, timer_id: int) -> None:
+        self._live.pop(timer_id, None)
+
+    def failure(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
+        return self._failures.check(point, target=target, attempt=attempt)
+
+    def effect(self, effect: object) -> None:
+        self._effects.append(effect)
+
+    # -- what a runner uses -------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """True once the ``done:true`` event has been produced."""
+        return self._done
+
+    @property
+    def now(self) -> float:
+        """The session's clock: the latest time given to :meth:`advance`."""
+        return self._now
+
+    @property
+    def state(self) -> str:
+        """The chart state (finer than ``vm.state`` where one zread state has gates)."""
+        return self.driver.state
+
+    @property
+    def waiting_for(self) -> tuple[str, ...]:
+        """The waiting_for of the last event."""
+        return self._last_waiting_for
+
+    def take_effects(self) -> list[object]:
+        """Effects the driver asked for since the last call, oldest first."""
+        effects, self._effects = self._effects, []
+        return effects
+
+    def start(self) -> list[bytes]:
+        """The first event. Call once, before anything else."""
+        if self._started:
+            raise SessionError("start() was already called")
+        self._started = True
+        before = self.driver.state
+        if self.chart.has_start:
+            self.chart.fire(self.driver, "_start")
+        self._entered(before, force=True)
+        return [self._emit()]
+
+    def feed(self, line: bytes) -> list[bytes]:
+        """Answer one line from the client (without its newline)."""
+        self._require_started()
+        if self._done or not line.strip():
+            return []
+        if len(line) > MAX_LINE_BYTES:
+            return [self._reject(_OVERSIZED)]
+        try:
+            command = decode_command(line)
+            if command.type == "quit":
+                return [self.quit()]
+            spec = self.chart.states[self.driver.state]
+            if command.type not in spec.waiting_for:
+                raise RejectedLine(not_allowed(command.type, spec.vm_state))
+            params = self._params(command.type, command.params)
+        except RejectedLine as rejected:
+            return [self._reject(rejected.text)]
+        self._fire(command.type, {"params": params})
+        return [self._emit()]
+
+    def quit(self) -> bytes:
+        """End the session as ``quit`` does: the vm as it stood, ``done:true``."""
+        self._require_started()
+        if self._done:
+            raise SessionError("the session is already done")
+        self.driver.on_quit()
+        return self._finish(self._last_vm)
+
+    def advance(self, now: float) -> list[bytes]:
+        """Move the clock to ``now`` and fire every timer due by then, in order."""
+        self._require_started()
+        out: list[bytes] = []
+        while self._heap and self._heap[0].deadline <= now and not self._done:
+            timer = heapq.heappop(self._heap)
+            if self._live.pop(timer.seq, None) is None:
+                continue
+            self._now = max(self._now, timer.deadline)
+            fired = self._fire(timer.trigger, timer.payload)
+            if timer.repeat_after and self.driver.state == timer.state and not self._done:
+                self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
+            if fired:
+                out.append(self._emit())
+        self._now = max(self._now, now)
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When the next timer is due, or None when nothing is pending."""
+        while self._heap and self._heap[0].seq not in self._live:
+            heapq.heappop(self._heap)
+        if self._done or not self._heap:
+            return None
+        return self._heap[0].deadline
+
+    def pending(self) -> list[Timer]:
+        """The timers still to fire, soonest first."""
+        return sorted(self._live.values())
+
+    # -- inside -------------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise SessionError("call start() first")
+
+    def _draw(self, delay: str) -> float:
+        if delay.startswith(WORLD_DELAY):
+            value: Any = self._scenario.world
+            for part in delay.removeprefix(WORLD_DELAY).split("."):
+                value = getattr(value, part)
+            return float(value)
+        return self._scenario.timing[delay].draw(self._timing_rng)
+
+    def _push(self, trigger: str, seconds: float, payload: dict[str, Any], **extra: str) -> int:
+        self._seq += 1
+        timer = Timer(self._now + seconds * self._speed, self._seq, trigger, payload, **extra)
+        heapq.heappush(self._heap, timer)
+        self._live[timer.seq] = timer
+        return timer.seq
+
+    def _arm(self, trigger: str, after: str, state: str, *, repeat: bool) -> None:
+        extra = {"repeat_after": after} if repeat else {}
+        self._push(trigger, self._draw(after), {}, state=state, **extra)
+
+    def _params(self, command_type: str, raw: bytes) -> Any:
+        spec = self.chart.commands[command_type]
+        params = decode_params(raw, spec.params or _NoParams)
+        if spec.check is not None:
+            check: Callable[[Any], None] = getattr(self.driver, spec.check)
+            try:
+                check(params)
+            except InvalidParams as err:
+                raise RejectedLine(f"invalid params: {err}") from None
+        return params
+
+    def _fire(self, trigger: str, payload: dict[str, Any]) -> bool:
+        before = self.driver.state
+        fired = self.chart.fire(self.driver, trigger, **payload)
+        self._entered(before)
+        return fired
+
+    def _entered(self, before: str, *, force: bool = False) -> None:
+        state = self.driver.state
+        if state == before and not force:
+            return
+        for seq, timer in list(self._live.items()):
+            if timer.state and timer.state != state:
+                del self._live[seq]
+        spec = self.chart.states[state]
+        if spec.terminal:
+            self._live.clear()
+            return
+        for timer_spec in spec.timers:
+            self._arm(timer_spec.trigger, timer_spec.after, state, repeat=timer_spec.repeat)
+
+    def _emit(self) -> bytes:
+        spec = self.chart.states[self.driver.state]
+        if self.chart.shows_state:
+            self.driver.vm.state = spec.vm_state
+        vm_json = encode_vm(self.driver.vm)
+        if spec.terminal:
+            return self._finish(vm_json)
+        self._last_vm, self._last_waiting_for = vm_json, spec.waiting_for
+        return encode_event(vm_json, spec.waiting_for, False, "")
+
+    def _finish(self, vm_json: bytes) -> bytes:
+        self._done = True
+        self._live.clear()
+        self._heap.clear()
+        self._last_vm, self._last_waiting_for = vm_json, ()
+        return encode_event(vm_json, (), True, "")
+
+    def _reject(self, text: str) -> bytes:
+        return encode_event(self._last_vm, self._last_waiting_for, False, text)

@@ -1,0 +1,143 @@
+"""The process runner: one session on stdin and stdout, in real time.
+
+Owns the lifecycle of FIDELITY section 4: the first event before anything is read;
+timers on the monotonic clock; end of stdin, SIGTERM and SIGINT as ``quit``; a reader
+that went away as a quiet exit; return once ``done:true`` is written.
+
+Must not: decide anything about the protocol. It reads, feeds, drains, writes and
+sleeps until the next deadline; the session decides the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+from simulator.envelope import LineBuffer
+from simulator.session import Session
+
+__all__ = ["StdioRunner"]
+
+_READ_SIZE = 1 << 16
+
+
+class _ReaderGone(Exception):
+    """stdout was closed by the reader."""
+
+
+class StdioRunner:
+    """Runs one session between a readable and a writable binary stream."""
+
+    def __init__(
+        self,
+        session: Session,
+        stdin: BinaryIO,
+        stdout: BinaryIO,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_effect: Callable[[object], None] | None = None,
+    ) -> None:
+        self.session = session
+        self._in_fd = stdin.fileno()
+        self._out_fd = stdout.fileno()
+        self._clock = clock
+        self._on_effect = on_effect
+        self._signalled = False
+
+    def run(self) -> int:
+        """Run the session to its end; the process's exit code (0)."""
+        try:
+            with self._signals_as_quit() as wakeup:
+                self._loop(wakeup)
+        except _ReaderGone:
+            pass
+        return 0
+
+    def _loop(self, wakeup: int | None) -> None:
+        session = self.session
+        origin = self._clock()
+        lines = LineBuffer()
+        # poll, not epoll: epoll refuses regular files, and stdin may be one.
+        selector = selectors.PollSelector()
+        selector.register(self._in_fd, selectors.EVENT_READ, "stdin")
+        if wakeup is not None:
+            selector.register(wakeup, selectors.EVENT_READ, "signal")
+        # 1. The first event, before anything is read.
+        self._write(session.start())
+        while not session.done:
+            # 2. Sleep until input arrives or the next timer is due.
+            deadline = session.next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - (self._clock() - origin))
+            ready = selector.select(timeout)
+            # 3. Fire what is due by now.
+            self._write(session.advance(self._clock() - origin))
+            if self._signalled and not session.done:
+                self._write([session.quit()])
+            for key, _ in ready:
+                if session.done:
+                    break
+                if key.data == "signal":
+                    with contextlib.suppress(OSError):
+                        os.read(key.fd, _READ_SIZE)
+                    continue
+                # 4. Feed every complete line; end of input is quit.
+                data = os.read(self._in_fd, _READ_SIZE)
+                batch = lines.push(data) if data else lines.finish()
+                for line in batch:
+                    self._write(session.feed(line))
+                    if session.done:
+                        break
+                if not data and not session.done:
+                    self._write([session.quit()])
+        selector.close()
+
+    def _write(self, events: list[bytes]) -> None:
+        # Effects first: what a driver asked for happens before the client hears of it.
+        if self._on_effect is not None:
+            for effect in self.session.take_effects():
+                self._on_effect(effect)
+        for event in events:
+            view = memoryview(event)
+            try:
+                while view:
+                    written = os.write(self._out_fd, view)
+                    view = view[written:]
+            except (BrokenPipeError, ConnectionResetError):
+                raise _ReaderGone from None
+
+    @contextlib.contextmanager
+    def _signals_as_quit(self) -> Iterator[int | None]:
+        """SIGTERM and SIGINT set a flag and wake the selector (main thread only)."""
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            yield None
+            return
+        os.set_blocking(write_end, False)
+        previous: dict[signal.Signals, Any] = {}
+
+        def on_signal(signum: int, frame: object) -> None:
+            self._signalled = True
+
+        try:
+            old_fd = signal.set_wakeup_fd(write_end)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, on_signal)
+        except ValueError:  # not the main thread: signals stay as they are
+            os.close(read_end)
+            os.close(write_end)
+            yield None
+            return
+        try:
+            yield read_end
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            signal.set_wakeup_fd(old_fd)
+            os.close(read_end)
+            os.close(write_end)

@@ -1,0 +1,77 @@
+"""Delay distributions: how long a simulated step takes.
+
+Owns: :class:`Delay`, one distribution as a scenario declares it (``fixed``,
+``uniform`` or ``lognormal``, WireMock's vocabulary), and its draw from a seeded RNG.
+
+Must not: read the clock or sleep. The session multiplies a draw by the speed factor
+and turns it into a deadline; a runner does the waiting.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import msgspec
+
+__all__ = ["Delay", "Lognormal"]
+
+
+class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A lognormal delay: half the draws fall below ``median``; none above ``max``."""
+
+    median: float
+    sigma: float
+    max: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.median <= 0:
+            raise ValueError("lognormal median must be > 0")
+        if self.sigma < 0:
+            raise ValueError("lognormal sigma must be >= 0")
+        if self.max < 0:
+            raise ValueError("lognormal max must be >= 0")
+
+
+class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Exactly one of ``fixed`` (seconds), ``uniform`` ([lower, upper]) or ``lognormal``."""
+
+    fixed: float | None = None
+    uniform: tuple[float, float] | None = None
+    lognormal: Lognormal | None = None
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("fixed", "uniform", "lognormal") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a delay takes exactly one of fixed, uniform, lognormal")
+        if self.fixed is not None and self.fixed < 0:
+            raise ValueError("fixed must be >= 0")
+        if self.uniform is not None:
+            lower, upper = self.uniform
+            if not 0 <= lower <= upper:
+                raise ValueError("uniform needs 0 <= lower <= upper")
+
+    def draw(self, rng: random.Random) -> float:
+        """One delay in seconds, drawn from ``rng`` (two draws, whatever the kind).
+
+        A fixed count keeps the stream aligned when a scenario changes a delay's kind.
+        """
+        u1, u2 = 1.0 - rng.random(), rng.random()
+        if self.fixed is not None:
+            return self.fixed
+        if self.uniform is not None:
+            lower, upper = self.uniform
+            return lower + (upper - lower) * u2
+        assert self.lognormal is not None
+        spec = self.lognormal
+        z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box-Muller
+        return min(spec.median * math.exp(spec.sigma * z), spec.max)
+
+    def mean_hint(self) -> float:
+        """A typical value, for summaries: the fixed value, the midpoint, the median."""
+        if self.fixed is not None:
+            return self.fixed
+        if self.uniform is not None:
+            return sum(self.uniform) / 2
+        assert self.lognormal is not None
+        return min(self.lognormal.median, self.lognormal.max)

@@ -1,0 +1,85 @@
+"""The simulated world: what zread would find on the user's machine and account.
+
+Owns: the typed structure of a scenario's ``[world]`` table (the account, the config
+values, the release channel, the login provider) and nothing else. Every field has the
+value the ``default`` scenario uses; a scenario overrides what it needs.
+
+Must not: draw random numbers or do I/O. Drivers read the world; they never write it
+(persisting a world across commands is the runner's job).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["Account", "Login", "Release", "Settings", "World"]
+
+
+class Account(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Who is logged in."""
+
+    username: str = "octocat"
+    logged_in: bool = True
+
+
+class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The values ``zread config`` edits (its nine fields but the read-only one)."""
+
+    language: str = "en"
+    doc_language: str = "en"
+    max_concurrent: int = 4
+    max_retries: int = 2
+    llm_provider: str = "zhipu"
+    llm_base_url: str = "https://open.bigmodel.cn/api/paas/v4"
+    llm_model: str = "glm-4.6"
+    llm_api_key: str = "sk-sim-0000000000000000"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_concurrent <= 64:
+            raise ValueError("max_concurrent must be an integer 1-64")
+        if not 0 <= self.max_retries <= 10:
+            raise ValueError("max_retries must be an integer 0-10")
+
+
+class Release(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The installed zread and what the update server offers."""
+
+    current_version: str = "0.9.4"
+    latest_version: str = "0.9.5"
+    channel: str = "stable"
+    go_version: str = "go1.24.4"
+    package_manager: str = ""
+    download_url: str = "https://download.zread.ai/zread/v{version}/zread_{os}_{arch}.tar.gz"
+    download_bytes: int = 18_874_368
+    download_steps: int = 12
+
+    def __post_init__(self) -> None:
+        if self.download_bytes < 1:
+            raise ValueError("download_bytes must be >= 1")
+        if self.download_steps < 3:
+            raise ValueError("download_steps must be >= 3")
+
+
+class Login(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The login provider: its regions, its models, its browser flow."""
+
+    regions: list[str] = msgspec.field(default_factory=list)
+    models: list[str] = msgspec.field(default_factory=lambda: ["glm-4.6", "glm-4.5-air"])
+    authorize_url: str = "https://zread.ai/oauth/authorize"
+    auth_timeout: float = 300.0
+    browser_opens: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("models must not be empty")
+        if self.auth_timeout <= 0:
+            raise ValueError("auth_timeout must be > 0 seconds")
+
+
+class World(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Everything a driver reads about the machine and the account."""
+
+    account: Account = msgspec.field(default_factory=Account)
+    config: Settings = msgspec.field(default_factory=Settings)
+    release: Release = msgspec.field(default_factory=Release)
+    login: Login = msgspec.field(default_factory=Login)

@@ -1,0 +1,132 @@
+"""``zread config --stdio``: edit the nine config fields, then save or quit.
+
+Owns: the config vm (nine fields in the reference's order, index 2 read-only), the
+validation of ``update_fields`` (all or nothing), ``reload_llm`` and ``save``.
+
+There is no state machine in zread's config; the chart has one editing state, shown
+as ``editing`` in error texts, and one terminal state after ``save``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from simulator.driver import Driver, InvalidParams
+
+__all__ = ["FIELDS", "ConfigVM", "Field", "Model", "SaveConfig", "UpdateFields"]
+
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("config.language", "language"),
+    ("config.doc_language", "doc_language"),
+    ("config.llm", ""),
+    ("config.max_concurrent", "max_concurrent"),
+    ("config.max_retries", "max_retries"),
+    ("config.llm_provider", "llm_provider"),
+    ("config.llm_base_url", "llm_base_url"),
+    ("config.llm_model", "llm_model"),
+    ("config.llm_api_key", "llm_api_key"),
+)
+"""(title_key, json_key) of each field, in order; an empty json_key is read-only."""
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_RANGES = {"max_concurrent": (1, 64), "max_retries": (0, 10)}
+_LLM_KEYS = ("llm_provider", "llm_base_url", "llm_model", "llm_api_key")
+
+
+class Field(msgspec.Struct):
+    title_key: str
+    json_key: str
+    initial: str
+    value: str
+
+
+class ConfigVM(msgspec.Struct):
+    fields: list[Field] = msgspec.field(default_factory=list)
+    dirty: bool = False
+    saved: bool = False
+    error: str = ""
+
+
+class UpdateFields(msgspec.Struct):
+    fields: dict[str, str]
+
+
+class SaveConfig(msgspec.Struct, frozen=True):
+    """Effect: persist these config values (the runner writes them, if anywhere)."""
+
+    values: dict[str, str]
+
+
+def _check_value(key: str, value: str) -> None:
+    bounds = _RANGES.get(key)
+    if bounds is None:
+        return
+    low, high = bounds
+    if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+        raise InvalidParams(f"{key} must be an integer {low}-{high}, got {value!r}")
+
+
+class Model(Driver):
+    vm_type = ConfigVM
+    vm: ConfigVM
+
+    def load(self, _: Any) -> None:
+        settings = self.rt.scenario.world.config
+        for title_key, json_key in FIELDS:
+            if json_key:
+                value = str(getattr(settings, json_key))
+            else:
+                value = f"{settings.llm_provider} / {settings.llm_model}"
+            self.vm.fields.append(Field(title_key, json_key, value, value))
+
+    def check_update(self, params: UpdateFields) -> None:
+        editable = {f.json_key for f in self.vm.fields if f.json_key}
+        for key, value in params.fields.items():
+            if key not in editable:
+                reason = "is read-only" if key == "" else "is not a config field"
+                raise InvalidParams(f"field {key!r} {reason}")
+            _check_value(key, value)
+
+    def apply_update(self, event: Any) -> None:
+        changes: dict[str, str] = event.kwargs["params"].fields
+        for field in self.vm.fields:
+            if field.json_key in changes:
+                field.value = changes[field.json_key]
+        self.vm.dirty = any(f.value != f.initial for f in self.vm.fields)
+
+    def reload_llm(self, _: Any) -> None:
+        values = {f.json_key: f.value for f in self.vm.fields}
+        empty = [key for key in _LLM_KEYS if not values[key].strip()]
+        self.vm.error = f"LLM settings incomplete: {', '.join(empty)} empty" if empty else ""
+
+    def save(self, _: Any) -> None:
+        self.rt.effect(SaveConfig({f.json_key: f.value for f in self.vm.fields if f.json_key}))
+        self.vm.saved = True
+
+
+CHART = {
+    "name": "config",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {
+            "name": "editing",
+            "waiting_for": ["update_fields", "save", "reload_llm", "quit"],
+        },
+        {"name": "saved", "vm_state": "editing", "terminal": True},
+    ],
+    "transitions": [
+        {"trigger": "_start", "source": "starting", "dest": "editing", "before": "load"},
+        {"trigger": "update_fields", "source": "editing", "dest": None, "after": "apply_update"},
+        {"trigger": "reload_llm", "source": "editing", "dest": None, "after": "reload_llm"},
+        {"trigger": "save", "source": "editing", "dest": "saved", "before": "save"},
+    ],
+    "commands": {
+        "update_fields": {"params": "UpdateFields", "check": "check_update"},
+        "reload_llm": {},
+        "save": {},
+    },
+}

@@ -1,0 +1,237 @@
+"""``zread login --stdio``: region, browser authorization, model choice, saved account.
+
+Owns: the login vm and its flow: select_region, init_flow, open_browser, waiting,
+select_model, saving, then done or error. ``--custom`` and the ``__use_own_key__``
+region end at once with ``wants_llm_provider_editor:true``. The simulated user
+approves in the browser after the ``authorize`` delay unless a scenario's
+``authorization`` failure withholds it (``timeout = true``: auth_timeout runs out) or
+denies it (its ``error``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import msgspec
+
+from simulator.driver import Driver, InvalidParams
+
+__all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams", "SaveLogin"]
+
+OWN_KEY = "__use_own_key__"
+"""The region that means "I bring my own LLM key": hand over to the config editor."""
+
+
+class LoginVM(msgspec.Struct):
+    state: str = ""
+    authorize_url: str | msgspec.UnsetType = msgspec.UNSET
+    auth_timeout: int | msgspec.UnsetType = msgspec.UNSET
+    browser_warn: str = ""
+    username: str | msgspec.UnsetType = msgspec.UNSET
+    avail_models: list[str] | msgspec.UnsetType = msgspec.UNSET
+    selected_model: str = ""
+    error: str = ""
+    wants_llm_provider_editor: bool = False
+
+
+class RegionParams(msgspec.Struct):
+    region: str
+
+
+class ModelParams(msgspec.Struct):
+    model: str
+
+
+class SaveLogin(msgspec.Struct, frozen=True):
+    """Effect: store the account and model the user chose."""
+
+    username: str
+    region: str
+    model: str
+
+
+class Model(Driver):
+    vm_type = LoginVM
+    vm: LoginVM
+    region = ""
+    withheld = False
+
+    def custom_requested(self, _: Any) -> bool:
+        return self.rt.flags.custom
+
+    def own_key(self, event: Any) -> bool:
+        return bool(event.kwargs["params"].region == OWN_KEY)
+
+    def hand_over(self, _: Any) -> None:
+        self.vm.wants_llm_provider_editor = True
+
+    def check_region(self, params: RegionParams) -> None:
+        allowed = self.rt.scenario.world.login.regions
+        if not params.region:
+            raise InvalidParams("region must not be empty")
+        if allowed and params.region not in allowed and params.region != OWN_KEY:
+            raise InvalidParams(f"unknown region {params.region!r} (one of {', '.join(allowed)})")
+
+    def choose_region(self, event: Any) -> None:
+        self.region = event.kwargs["params"].region
+
+    def init_failed(self, _: Any) -> bool:
+        failure = self.rt.failure("init_flow")
+        if failure is not None:
+            self.vm.error = failure.error or "start login flow: service unavailable"
+        return failure is not None
+
+    def open_browser(self, _: Any) -> None:
+        login = self.rt.scenario.world.login
+        nonce = f"{self.rt.rng.getrandbits(64):016x}"
+        query = urlencode(
+            {
+                "client_id": "zread-cli",
+                "region": self.region,
+                "response_type": "code",
+                "state": nonce,
+                "redirect_uri": "http://127.0.0.1:53682/callback",
+            }
+        )
+        self.vm.authorize_url = f"{login.authorize_url}?{query}"
+        if not login.browser_opens:
+            self.vm.browser_warn = "could not open a browser; open the URL above to log in"
+
+    def wait(self, _: Any) -> None:
+        self.vm.auth_timeout = round(self.rt.scenario.world.login.auth_timeout * 1e9)
+
+    def decide_authorization(self, _: Any) -> None:
+        failure = self.rt.failure("authorization")
+        self.withheld = failure is not None
+        if failure is not None and not failure.timeout:
+            self.vm.error = failure.error or "authorization denied"
+
+    def authorization_denied(self, _: Any) -> bool:
+        return bool(self.vm.error)
+
+    def authorization_withheld(self, _: Any) -> bool:
+        return self.withheld
+
+    def timed_out(self, _: Any) -> None:
+        self.vm.error = "authorization timed out"
+
+    def offer_models(self, _: Any) -> None:
+        self.vm.authorize_url = msgspec.UNSET
+        self.vm.auth_timeout = msgspec.UNSET
+        self.vm.avail_models = list(self.rt.scenario.world.login.models)
+
+    def check_model(self, params: ModelParams) -> None:
+        models = self.rt.scenario.world.login.models
+        if params.model not in models:
+            raise InvalidParams(f"unknown model {params.model!r} (one of {', '.join(models)})")
+
+    def choose_model(self, event: Any) -> None:
+        self.vm.selected_model = event.kwargs["params"].model
+        self.vm.avail_models = msgspec.UNSET
+
+    def save_failed(self, _: Any) -> bool:
+        failure = self.rt.failure("save")
+        if failure is not None:
+            self.vm.error = failure.error or "save credentials: permission denied"
+        return failure is not None
+
+    def finish(self, _: Any) -> None:
+        username = self.rt.scenario.world.account.username
+        self.vm.username = username
+        if self.region:
+            self.rt.effect(SaveLogin(username, self.region, self.vm.selected_model))
+
+    def clear_flow(self, _: Any) -> None:
+        self.vm.authorize_url = msgspec.UNSET
+        self.vm.auth_timeout = msgspec.UNSET
+        self.vm.avail_models = msgspec.UNSET
+
+
+CHART = {
+    "name": "login",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {"name": "select_region", "waiting_for": ["select_region", "quit"]},
+        {"name": "init_flow", "timers": [{"after": "init_flow", "trigger": "_flow_ready"}]},
+        {
+            "name": "open_browser",
+            "on_enter": "open_browser",
+            "timers": [{"after": "open_browser", "trigger": "_browser_opened"}],
+        },
+        {
+            "name": "waiting",
+            "on_enter": "wait",
+            "timers": [
+                {"after": "authorize", "trigger": "_authorized"},
+                {"after": "world.login.auth_timeout", "trigger": "_expired"},
+            ],
+        },
+        {
+            "name": "select_model",
+            "on_enter": "offer_models",
+            "waiting_for": ["select_model", "quit"],
+        },
+        {"name": "saving", "timers": [{"after": "save_login", "trigger": "_saved"}]},
+        {"name": "done", "on_enter": "finish", "terminal": True},
+        {"name": "error", "on_enter": "clear_flow", "terminal": True},
+    ],
+    "transitions": [
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "done",
+            "conditions": "custom_requested",
+            "before": "hand_over",
+        },
+        {"trigger": "_start", "source": "starting", "dest": "select_region"},
+        {
+            "trigger": "select_region",
+            "source": "select_region",
+            "dest": "done",
+            "conditions": "own_key",
+            "before": "hand_over",
+        },
+        {
+            "trigger": "select_region",
+            "source": "select_region",
+            "dest": "init_flow",
+            "before": "choose_region",
+        },
+        {
+            "trigger": "_flow_ready",
+            "source": "init_flow",
+            "dest": "error",
+            "conditions": "init_failed",
+        },
+        {"trigger": "_flow_ready", "source": "init_flow", "dest": "open_browser"},
+        {"trigger": "_browser_opened", "source": "open_browser", "dest": "waiting"},
+        {
+            "trigger": "_authorized",
+            "source": "waiting",
+            "dest": "error",
+            "prepare": "decide_authorization",
+            "conditions": "authorization_denied",
+        },
+        {
+            "trigger": "_authorized",
+            "source": "waiting",
+            "dest": "select_model",
+            "unless": "authorization_withheld",
+        },
+        {"trigger": "_expired", "source": "waiting", "dest": "error", "before": "timed_out"},
+        {
+            "trigger": "select_model",
+            "source": "select_model",
+            "dest": "saving",
+            "before": "choose_model",
+        },
+        {"trigger": "_saved", "source": "saving", "dest": "error", "conditions": "save_failed"},
+        {"trigger": "_saved", "source": "saving", "dest": "done"},
+    ],
+    "commands": {
+        "select_region": {"params": "RegionParams", "check": "check_region"},
+        "select_model": {"params": "ModelParams", "check": "check_model"},
+    },
+}

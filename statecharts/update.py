@@ -1,0 +1,166 @@
+"""``zread update --stdio``: check, offer, download with progress, confirm the restart.
+
+Owns: the update vm and its flow: checking, then up_to_date, package_manager,
+has_update or error; downloading in ``download_steps`` progress events whose bytes and
+percent never decrease and end at 100 (or break at a scenario's ``at_percent``);
+confirm_restart; done. The simulator never replaces a binary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from simulator.driver import Driver
+from simulator.envelope import go_float
+from statecharts.version import go_arch, go_os
+
+__all__ = ["Model", "UpdateVM"]
+
+
+class UpdateVM(msgspec.Struct):
+    state: str = ""
+    current_version: str = ""
+    latest_version: str | msgspec.UnsetType = msgspec.UNSET
+    download_url: str = ""
+    package_manager: str | msgspec.UnsetType = msgspec.UNSET
+    downloaded_bytes: int = 0
+    total_bytes: int = 0
+    download_percent: float = 0
+    error: str = ""
+
+
+class Model(Driver):
+    vm_type = UpdateVM
+    vm: UpdateVM
+    _step = 0
+    _break_at: float | None = None
+    _break_error = ""
+
+    def begin(self, _: Any) -> None:
+        self.vm.current_version = self.rt.scenario.world.release.current_version
+
+    # -- checking ------------------------------------------------------------------
+
+    def check_release(self, _: Any) -> None:
+        failure = self.rt.failure("check")
+        if failure is not None:
+            self.vm.error = failure.error or "check for updates: connection refused"
+
+    def check_failed(self, _: Any) -> bool:
+        return bool(self.vm.error)
+
+    def managed(self, _: Any) -> bool:
+        return bool(self.rt.scenario.world.release.package_manager)
+
+    def is_latest(self, _: Any) -> bool:
+        release = self.rt.scenario.world.release
+        return release.latest_version == release.current_version
+
+    def show_package_manager(self, _: Any) -> None:
+        self.vm.package_manager = self.rt.scenario.world.release.package_manager
+
+    def offer_update(self, _: Any) -> None:
+        release = self.rt.scenario.world.release
+        self.vm.latest_version = release.latest_version
+        self.vm.download_url = release.download_url.format(
+            version=release.latest_version, os=go_os(), arch=go_arch()
+        )
+
+    # -- downloading ---------------------------------------------------------------
+
+    def start_download(self, _: Any) -> None:
+        self.vm.total_bytes = self.rt.scenario.world.release.download_bytes
+        failure = self.rt.failure("download")
+        if failure is not None:
+            self._break_at = failure.at_percent
+            self._break_error = failure.error or "download failed: connection reset by peer"
+
+    def step_download(self, _: Any) -> None:
+        self._step += 1
+        percent = 100.0 * self._step / self.rt.scenario.world.release.download_steps
+        if self._break_at is not None and percent >= self._break_at:
+            percent = self._break_at
+            self.vm.error = self._break_error
+        total = self.vm.total_bytes
+        self.vm.downloaded_bytes = total if percent >= 100.0 else int(total * percent / 100.0)
+        self.vm.download_percent = go_float(min(percent, 100.0))
+
+    def download_broken(self, _: Any) -> bool:
+        return bool(self.vm.error)
+
+    def download_complete(self, _: Any) -> bool:
+        return self.vm.downloaded_bytes >= self.vm.total_bytes
+
+
+CHART = {
+    "name": "update",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {"name": "checking", "timers": [{"after": "check", "trigger": "_checked"}]},
+        {"name": "has_update", "waiting_for": ["download", "quit"]},
+        {
+            "name": "downloading",
+            "timers": [{"after": "download_step", "trigger": "_step", "repeat": True}],
+        },
+        {"name": "confirm_restart", "waiting_for": ["restart", "skip_restart", "quit"]},
+        {"name": "up_to_date", "terminal": True},
+        {"name": "package_manager", "terminal": True},
+        {"name": "error", "terminal": True},
+        {"name": "done", "terminal": True},
+    ],
+    "transitions": [
+        {"trigger": "_start", "source": "starting", "dest": "checking", "before": "begin"},
+        {
+            "trigger": "_checked",
+            "source": "checking",
+            "dest": "error",
+            "prepare": "check_release",
+            "conditions": "check_failed",
+        },
+        {
+            "trigger": "_checked",
+            "source": "checking",
+            "dest": "package_manager",
+            "conditions": "managed",
+            "before": "show_package_manager",
+        },
+        {
+            "trigger": "_checked",
+            "source": "checking",
+            "dest": "up_to_date",
+            "conditions": "is_latest",
+        },
+        {
+            "trigger": "_checked",
+            "source": "checking",
+            "dest": "has_update",
+            "before": "offer_update",
+        },
+        {
+            "trigger": "download",
+            "source": "has_update",
+            "dest": "downloading",
+            "before": "start_download",
+        },
+        {
+            "trigger": "_step",
+            "source": "downloading",
+            "dest": "error",
+            "prepare": "step_download",
+            "conditions": "download_broken",
+        },
+        {
+            "trigger": "_step",
+            "source": "downloading",
+            "dest": "confirm_restart",
+            "conditions": "download_complete",
+        },
+        {"trigger": "_step", "source": "downloading", "dest": None},
+        {"trigger": "restart", "source": "confirm_restart", "dest": "done"},
+        {"trigger": "skip_restart", "source": "confirm_restart", "dest": "done"},
+    ],
+    "commands": {"download": {}, "restart": {}, "skip_restart": {}},
+}

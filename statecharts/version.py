@@ -1,0 +1,63 @@
+"""``zread version --stdio``: one event, ``done:true``, describing the installed zread.
+
+Owns: the version vm and the host's OS and CPU in Go's names. Nothing is accepted.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any
+
+import msgspec
+
+from simulator.driver import Driver
+
+_GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows", "cygwin": "windows"}
+_GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def go_os() -> str:
+    """This host's OS as Go's ``runtime.GOOS`` names it."""
+    return _GO_OS.get(sys.platform, sys.platform)
+
+
+def go_arch() -> str:
+    """This host's CPU as Go's ``runtime.GOARCH`` names it."""
+    machine = platform.machine().lower()
+    return _GO_ARCH.get(machine, machine)
+
+
+class VersionVM(msgspec.Struct):
+    version: str = ""
+    channel: str = ""
+    go_version: str = ""
+    os: str = ""
+    arch: str = ""
+
+
+class Model(Driver):
+    vm_type = VersionVM
+    vm: VersionVM
+
+    def describe(self, _: Any) -> None:
+        release = self.rt.scenario.world.release
+        self.vm.version = release.current_version
+        self.vm.channel = release.channel
+        self.vm.go_version = release.go_version
+        self.vm.os = go_os()
+        self.vm.arch = go_arch()
+
+
+CHART = {
+    "name": "version",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {"name": "done", "terminal": True},
+    ],
+    "transitions": [
+        {"trigger": "_start", "source": "starting", "dest": "done", "before": "describe"},
+    ],
+    "commands": {},
+}
