@@ -48,6 +48,9 @@ class Runtime(Protocol):
     @property
     def flags(self) -> Flags: ...
 
+    @property
+    def seed(self) -> int: ...
+
     def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
         """Fire ``trigger`` after the named scenario delay (or a number of seconds)."""
         ...
@@ -81,3 +84,6 @@ class Driver:
 
     def on_quit(self) -> None:
         """Called when the client quits; release whatever the driver holds."""
+
+    def on_effect(self, effect: object, result: object) -> None:
+        """Called with the result of an effect this driver asked for."""

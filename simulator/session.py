@@ -91,6 +91,7 @@ class Session:
         self._scenario = scenario
         self._flags = flags or Flags()
         self._speed = speed
+        self._seed = seed
         self._now = now
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
         self._rng = random.Random(f"zread-sim:{seed}:world")
@@ -115,6 +116,10 @@ class Session:
     @property
     def rng(self) -> random.Random:
         return self._rng
+
+    @property
+    def seed(self) -> int:
+        return self._seed
 
     @property
     def flags(self) -> Flags:
@@ -159,6 +164,10 @@ class Session:
         """Effects the driver asked for since the last call, oldest first."""
         effects, self._effects = self._effects, []
         return effects
+
+    def resolve(self, effect: object, result: object) -> None:
+        """Hand the driver the result of an effect it asked for (no event by itself)."""
+        self.driver.on_effect(effect, result)
 
     def start(self) -> list[bytes]:
         """The first event. Call once, before anything else."""

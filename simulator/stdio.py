@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from simulator.effects import EffectHost
 from simulator.envelope import LineBuffer
 from simulator.session import Session
 
@@ -40,13 +41,13 @@ class StdioRunner:
         stdout: BinaryIO,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_effect: Callable[[object], None] | None = None,
+        effects: EffectHost | None = None,
     ) -> None:
         self.session = session
         self._in_fd = stdin.fileno()
         self._out_fd = stdout.fileno()
         self._clock = clock
-        self._on_effect = on_effect
+        self._effects = effects or EffectHost()
         self._signalled = False
 
     def run(self) -> int:
@@ -56,6 +57,8 @@ class StdioRunner:
                 self._loop(wakeup)
         except _ReaderGone:
             pass
+        finally:
+            self._effects.close()
         return 0
 
     def _loop(self, wakeup: int | None) -> None:
@@ -98,9 +101,10 @@ class StdioRunner:
 
     def _write(self, events: list[bytes]) -> None:
         # Effects first: what a driver asked for happens before the client hears of it.
-        if self._on_effect is not None:
-            for effect in self.session.take_effects():
-                self._on_effect(effect)
+        for effect in self.session.take_effects():
+            result = self._effects.perform(0, effect)
+            if result is not None:
+                self.session.resolve(effect, result)
         for event in events:
             view = memoryview(event)
             try:

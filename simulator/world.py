@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["Account", "Login", "Release", "Settings", "World"]
+__all__ = ["Account", "Draft", "Login", "Project", "Release", "Settings", "WikiVersion", "World"]
 
 
 class Account(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -67,13 +67,41 @@ class Login(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     models: list[str] = msgspec.field(default_factory=lambda: ["glm-4.6", "glm-4.5-air"])
     authorize_url: str = "https://zread.ai/oauth/authorize"
     auth_timeout: float = 300.0
-    browser_opens: bool = True
 
     def __post_init__(self) -> None:
         if not self.models:
             raise ValueError("models must not be empty")
         if self.auth_timeout <= 0:
             raise ValueError("auth_timeout must be > 0 seconds")
+
+
+class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The repository zread documents; its wiki's pages are drawn from the seed."""
+
+    name: str = "acme/widget"
+    pages: int = 14
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pages <= 5000:
+            raise ValueError("pages must be an integer 1-5000")
+
+
+class WikiVersion(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A wiki generated earlier; ``id`` and ``timestamp`` are drawn when left empty."""
+
+    id: str = ""
+    timestamp: str = ""
+    current: bool = False
+
+
+class Draft(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A generation left half done: its first ``done`` catalog pages are finished."""
+
+    done: int = 0
+
+    def __post_init__(self) -> None:
+        if self.done < 0:
+            raise ValueError("done must be >= 0")
 
 
 class World(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -83,3 +111,8 @@ class World(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     config: Settings = msgspec.field(default_factory=Settings)
     release: Release = msgspec.field(default_factory=Release)
     login: Login = msgspec.field(default_factory=Login)
+    project: Project = msgspec.field(default_factory=Project)
+    wikis: list[WikiVersion] = msgspec.field(default_factory=lambda: [WikiVersion(current=True)])
+    draft: Draft | None = None
+    browser_opens: bool = True
+    """Whether launching a browser works (login's browser_warn, browse's browser_opened)."""

@@ -15,8 +15,9 @@ from typing import Any
 import msgspec
 
 from simulator.driver import Driver, InvalidParams
+from simulator.effects import SaveConfig
 
-__all__ = ["FIELDS", "ConfigVM", "Field", "Model", "SaveConfig", "UpdateFields"]
+__all__ = ["FIELDS", "ConfigVM", "Field", "Model", "UpdateFields"]
 
 FIELDS: tuple[tuple[str, str], ...] = (
     ("config.language", "language"),
@@ -52,12 +53,6 @@ class ConfigVM(msgspec.Struct):
 
 class UpdateFields(msgspec.Struct):
     fields: dict[str, str]
-
-
-class SaveConfig(msgspec.Struct, frozen=True):
-    """Effect: persist these config values (the runner writes them, if anywhere)."""
-
-    values: dict[str, str]
 
 
 def _check_value(key: str, value: str) -> None:

@@ -16,8 +16,9 @@ from urllib.parse import urlencode
 import msgspec
 
 from simulator.driver import Driver, InvalidParams
+from simulator.effects import SaveLogin
 
-__all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams", "SaveLogin"]
+__all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams"]
 
 OWN_KEY = "__use_own_key__"
 """The region that means "I bring my own LLM key": hand over to the config editor."""
@@ -40,14 +41,6 @@ class RegionParams(msgspec.Struct):
 
 
 class ModelParams(msgspec.Struct):
-    model: str
-
-
-class SaveLogin(msgspec.Struct, frozen=True):
-    """Effect: store the account and model the user chose."""
-
-    username: str
-    region: str
     model: str
 
 
@@ -95,7 +88,7 @@ class Model(Driver):
             }
         )
         self.vm.authorize_url = f"{login.authorize_url}?{query}"
-        if not login.browser_opens:
+        if not self.rt.scenario.world.browser_opens:
             self.vm.browser_warn = "could not open a browser; open the URL above to log in"
 
     def wait(self, _: Any) -> None:

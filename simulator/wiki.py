@@ -1,0 +1,180 @@
+"""The simulated wiki: page titles, slugs, bodies, version ids and dates, from the seed.
+
+Owns: drawing a code wiki that reads like one ("Architecture Overview", "Request
+Lifecycle", ...), the same for a given seed, project and version whichever command
+asks, so generate's catalog is the one browse serves.
+
+Fake data comes from faker, seeded, with a small provider of code-wiki vocabulary.
+faker costs ~150 ms to import, so it is imported on the first draw, and one instance is
+kept per process (re-seeded before every use, so no draw depends on an earlier one).
+Results are cached: thousands of sessions with one seed draw the wiki once.
+
+Must not: do I/O or read the clock (dates are drawn, never "now").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import random
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simulator.world import World
+
+__all__ = ["Page", "Version", "catalog", "page_body", "versions"]
+
+_TOPICS = (
+    "Overview",
+    "Getting Started",
+    "Architecture Overview",
+    "Project Structure",
+    "Configuration",
+    "Request Lifecycle",
+    "Data Model",
+    "Authentication",
+    "Error Handling",
+    "Command-Line Interface",
+    "Plugin System",
+    "Caching Layer",
+    "Concurrency Model",
+    "Storage Backends",
+    "Event Bus",
+    "Scheduler",
+    "Logging and Observability",
+    "Testing Strategy",
+    "Build and Release",
+    "Deployment",
+    "Security Model",
+    "Performance Tuning",
+    "API Reference",
+    "Database Migrations",
+    "Internationalization",
+    "Troubleshooting",
+    "Contributing",
+    "Glossary",
+)
+_PATTERNS = (
+    "The {Noun} Module",
+    "{Noun} Service",
+    "How {Noun}s Are Resolved",
+    "{Noun} Pipeline",
+    "Working with {Noun}s",
+    "{Noun} Internals",
+)
+_NOUNS = (
+    "Router",
+    "Parser",
+    "Session",
+    "Worker",
+    "Index",
+    "Renderer",
+    "Adapter",
+    "Registry",
+    "Transport",
+    "Queue",
+    "Manifest",
+    "Resolver",
+    "Snapshot",
+    "Gateway",
+    "Codec",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One catalog entry: a page of the wiki."""
+
+    id: int
+    title: str
+    slug: str
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A wiki version as browse lists it."""
+
+    id: str
+    timestamp: str
+    is_current: bool
+
+
+@functools.cache
+def _faker() -> Any:
+    from faker import Faker
+
+    return Faker("en_US")
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    return random.Random(":".join(map(str, ("zread-sim", seed, "wiki", *parts))))
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+@functools.lru_cache(maxsize=256)
+def catalog(seed: int, project: str, pages: int, version: int = 0) -> tuple[Page, ...]:
+    """The pages of ``project``'s wiki, ids 1..pages in catalog order."""
+    rng = _rng(seed, project, version)
+    topics = list(_TOPICS)
+    rng.shuffle(topics)
+    titles: list[str] = ["Overview"] if pages else []
+    seen = set(titles)
+    for topic in topics:
+        if len(titles) == pages:
+            break
+        if topic not in seen:
+            titles.append(topic)
+            seen.add(topic)
+    while len(titles) < pages:
+        title = rng.choice(_PATTERNS).format(Noun=rng.choice(_NOUNS))
+        if title in seen:
+            title = f"{title} {len(titles) + 1}"
+        titles.append(title)
+        seen.add(title)
+    return tuple(Page(i, title, _slug(title)) for i, title in enumerate(titles, start=1))
+
+
+@functools.lru_cache(maxsize=4096)
+def page_body(seed: int, project: str, page: Page, version: int = 0) -> tuple[str, ...]:
+    """The paragraphs of a page, drawn from the seed (plain text, not markup)."""
+    fake = _faker()
+    fake.seed_instance(_rng(seed, project, version, page.id).getrandbits(64))
+    module = page.slug.replace("-", "_")
+    paragraphs = [
+        f"This page describes {page.title.lower()} in {project}. "
+        + " ".join(fake.sentences(nb=3)),
+        f"The code lives in `src/{module}/` and is exercised by `tests/test_{module}.py`. "
+        + fake.paragraph(nb_sentences=4),
+        fake.paragraph(nb_sentences=5),
+    ]
+    return tuple(paragraphs)
+
+
+@functools.lru_cache(maxsize=256)
+def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
+    fake = _faker()
+    fake.seed_instance(_rng(seed, "versions").getrandbits(64))
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    stamps = sorted(
+        fake.date_time_between(start_date=start, end_date=start + dt.timedelta(days=300), tzinfo=dt.UTC)
+        for _ in range(count)
+    )
+    out = []
+    for stamp in stamps:
+        text = stamp.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.append((f"{stamp:%Y%m%d-%H%M%S}-{fake.hexify('^^^^^^')}", text))
+    return tuple(out)
+
+
+def versions(world: World, seed: int) -> tuple[Version, ...]:
+    """The world's wiki versions, oldest first, with drawn ids and dates where empty."""
+    drawn = _drawn_versions(seed, len(world.wikis))
+    return tuple(
+        Version(wiki.id or drawn_id, wiki.timestamp or drawn_stamp, wiki.current)
+        for wiki, (drawn_id, drawn_stamp) in zip(world.wikis, drawn, strict=True)
+    )
