@@ -20,7 +20,15 @@ import msgspec
 __all__ = ["POINTS", "Failure", "FailurePlan"]
 
 Point = Literal[
-    "check", "download", "init_flow", "authorization", "save", "catalog", "page", "server"
+    "check",
+    "download",
+    "init_flow",
+    "authorization",
+    "save",
+    "repository",
+    "catalog",
+    "page",
+    "server",
 ]
 POINTS: tuple[str, ...] = Point.__args__  # type: ignore[attr-defined]
 

@@ -146,8 +146,7 @@ def page_body(seed: int, project: str, page: Page, version: int = 0) -> tuple[st
     fake.seed_instance(_rng(seed, project, version, page.id).getrandbits(64))
     module = page.slug.replace("-", "_")
     paragraphs = [
-        f"This page describes {page.title.lower()} in {project}. "
-        + " ".join(fake.sentences(nb=3)),
+        f"This page describes {page.title.lower()} in {project}. " + " ".join(fake.sentences(nb=3)),
         f"The code lives in `src/{module}/` and is exercised by `tests/test_{module}.py`. "
         + fake.paragraph(nb_sentences=4),
         fake.paragraph(nb_sentences=5),
@@ -161,7 +160,9 @@ def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
     fake.seed_instance(_rng(seed, "versions").getrandbits(64))
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     stamps = sorted(
-        fake.date_time_between(start_date=start, end_date=start + dt.timedelta(days=300), tzinfo=dt.UTC)
+        fake.date_time_between(
+            start_date=start, end_date=start + dt.timedelta(days=300), tzinfo=dt.UTC
+        )
         for _ in range(count)
     )
     out = []

@@ -79,7 +79,7 @@ class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The repository zread documents; its wiki's pages are drawn from the seed."""
 
     name: str = "acme/widget"
-    pages: int = 14
+    pages: int = 16
 
     def __post_init__(self) -> None:
         if not 1 <= self.pages <= 5000:

@@ -1,0 +1,409 @@
+"""``zread generate --stdio``: the select_action gate, the catalog, the pages, the gates.
+
+Owns: the generate vm and its flow.
+
+- ``select_action`` offers what the world allows: empty → generate, cancel; has_wiki →
+  generate, browse, cancel; has_draft → resume, clear, cancel. ``--yes`` skips it
+  (resuming a draft), ``--draft-action`` answers it for a draft.
+- The catalog: a simulated agent calls tools (``tool_name`` changes at each
+  ``catalog_step``); a failed attempt counts in ``auto_retry`` and starts again until
+  ``max_retries`` automatic retries are spent, then ``status`` is ``error`` and the
+  ``retry_catalog`` gate opens.
+- The pages, ids 1..N in catalog order: at most ``max_concurrent`` running; a failed
+  attempt with retries left waits in ``retry_pending`` for a ``page_retry`` backoff; with
+  none left it is ``failed``. When nothing is pending or running, any failure opens the
+  retry gate (``retry`` by task_id, ``skip_all``; ``--skip-failed`` answers skip_all),
+  else the run is ``done``.
+
+``max_concurrent`` and ``max_retries`` come from the world's config, the values
+``zread config`` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from simulator import wiki
+from simulator.driver import Driver, InvalidParams
+
+__all__ = ["ACTIONS", "TOOLS", "Catalog", "GenerateVM", "Model", "Pages", "SelectAction", "Task"]
+
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "empty": ("generate", "cancel"),
+    "has_wiki": ("generate", "browse", "cancel"),
+    "has_draft": ("resume", "clear", "cancel"),
+}
+"""The actions select_action allows, by the gate's scenario."""
+
+_NEXT_ACTION = {"empty": "generate", "has_wiki": "browse", "has_draft": ""}
+
+TOOLS: tuple[str, ...] = (
+    "list_dir",
+    "read_file",
+    "search_code",
+    "read_file",
+    "list_dir",
+    "write_catalog",
+)
+"""The tools the simulated agent calls, in order, during one catalog attempt."""
+
+
+class SelectAction(msgspec.Struct):
+    scenario: str = ""
+    wiki_date: str | msgspec.UnsetType = msgspec.UNSET
+    draft_done: int = 0
+    draft_total: int = 0
+    next_action: str = ""
+
+
+class Catalog(msgspec.Struct):
+    status: str = "idle"
+    tool_name: str = ""
+    error: str = ""
+    auto_retry: int = 0
+
+
+class Task(msgspec.Struct):
+    id: int
+    title: str
+    slug: str
+    state: str = "pending"
+    retry_count: int = 0
+    max_retries: int = 0
+    error: str = ""
+
+
+class Pages(msgspec.Struct):
+    tasks: list[Task] = msgspec.field(default_factory=list)
+    done: int = 0
+    total: int = 0
+    waiting_retry: bool = False
+
+
+class GenerateVM(msgspec.Struct):
+    state: str = ""
+    max_retries: int = 0
+    select_action: SelectAction = msgspec.field(default_factory=SelectAction)
+    catalog: Catalog = msgspec.field(default_factory=Catalog)
+    pages: Pages = msgspec.field(default_factory=Pages)
+    done_total: int = 0
+    error: str = ""
+
+
+class ActionParams(msgspec.Struct):
+    action: str
+
+
+class RetryParams(msgspec.Struct):
+    task_id: int
+
+
+class Model(Driver):
+    vm_type = GenerateVM
+    vm: GenerateVM
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        world = rt.scenario.world
+        self.max_concurrent: int = world.config.max_concurrent
+        self.max_retries: int = world.config.max_retries
+        self.vm.max_retries = self.max_retries
+        self.pages = wiki.catalog(rt.seed, world.project.name, world.project.pages)
+        self.draft_done = min(world.draft.done, len(self.pages) - 1) if world.draft else 0
+        self.catalog_step = 0
+        self.catalog_round_failures = 0
+        self.catalog_attempts = 0
+        self.repository_checked = False
+        self.attempts: dict[int, int] = {}
+        gate = self.vm.select_action
+        if world.draft is not None:
+            gate.scenario = "has_draft"
+            gate.draft_done, gate.draft_total = self.draft_done, len(self.pages)
+        elif world.wikis:
+            gate.scenario = "has_wiki"
+            current = [v for v in wiki.versions(world, rt.seed) if v.is_current]
+            gate.wiki_date = (current or list(wiki.versions(world, rt.seed)))[-1].timestamp
+        else:
+            gate.scenario = "empty"
+        gate.next_action = _NEXT_ACTION[gate.scenario]
+
+    # -- start and select_action -----------------------------------------------------
+
+    def _has_draft(self) -> bool:
+        return self.vm.select_action.scenario == "has_draft"
+
+    def draft_cancelled(self, _: Any) -> bool:
+        return self._has_draft() and self.rt.flags.draft_action == "cancel"
+
+    def draft_resumed(self, _: Any) -> bool:
+        flags = self.rt.flags
+        answer = flags.draft_action or ("resume" if flags.yes else "")
+        return self._has_draft() and answer == "resume"
+
+    def starts_unasked(self, _: Any) -> bool:
+        flags = self.rt.flags
+        if self._has_draft():
+            return flags.draft_action == "clear"
+        return flags.yes
+
+    def check_action(self, params: ActionParams) -> None:
+        allowed = ACTIONS[self.vm.select_action.scenario]
+        if params.action not in allowed:
+            raise InvalidParams(
+                f"action {params.action!r} not allowed for {self.vm.select_action.scenario}"
+                f" (one of {', '.join(allowed)})"
+            )
+
+    def chose_fresh(self, event: Any) -> bool:
+        return bool(event.kwargs["params"].action in ("generate", "clear"))
+
+    def chose_resume(self, event: Any) -> bool:
+        return bool(event.kwargs["params"].action == "resume")
+
+    # -- the catalog -------------------------------------------------------------------
+
+    def start_catalog(self, _: Any) -> None:
+        self.vm.catalog.status = "running"
+        self.vm.catalog.tool_name = ""
+        self.catalog_step = 0
+        self.catalog_round_failures = 0
+
+    def step_catalog(self, _: Any) -> None:
+        catalog = self.vm.catalog
+        self.catalog_step += 1
+        if self.catalog_step <= len(TOOLS):
+            catalog.tool_name = TOOLS[self.catalog_step - 1]
+            return
+        self.catalog_step = 0
+        catalog.tool_name = ""
+        self.catalog_attempts += 1
+        failure = self.rt.failure("catalog", attempt=self.catalog_attempts)
+        if failure is None:
+            catalog.status, catalog.error = "done", ""
+            self._make_tasks(resumed=0)
+            return
+        catalog.auto_retry += 1
+        catalog.error = failure.error or "catalog: the model returned an invalid catalog"
+        self.catalog_round_failures += 1
+        if self.catalog_round_failures > self.max_retries:
+            catalog.status = "error"
+
+    def catalog_failed(self, _: Any) -> bool:
+        return self.vm.catalog.status == "error"
+
+    def catalog_ready(self, _: Any) -> bool:
+        return self.vm.catalog.status == "done"
+
+    def resume_draft(self, _: Any) -> None:
+        self.vm.catalog.status = "resumed"
+        self._make_tasks(resumed=self.draft_done)
+
+    def _make_tasks(self, resumed: int) -> None:
+        tasks = [Task(p.id, p.title, p.slug, max_retries=self.max_retries) for p in self.pages]
+        for task in tasks[:resumed]:
+            task.state = "resumed"
+        self.vm.pages = Pages(tasks=tasks, done=resumed, total=len(tasks))
+
+    # -- the pages ---------------------------------------------------------------------
+
+    def run_pages(self, _: Any) -> None:
+        self.vm.pages.waiting_retry = False
+        self._fill_slots()
+
+    def _fill_slots(self) -> None:
+        tasks = self.vm.pages.tasks
+        running = sum(1 for t in tasks if t.state == "running")
+        for task in tasks:
+            if running >= self.max_concurrent:
+                break
+            if task.state == "pending":
+                self._start_page(task)
+                running += 1
+
+    def _start_page(self, task: Task) -> None:
+        task.state = "running"
+        task.error = ""
+        self.rt.schedule("_page_done", "page", task_id=task.id)
+
+    def finish_page(self, event: Any) -> None:
+        task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
+        attempt = self.attempts[task.id] = self.attempts.get(task.id, 0) + 1
+        failure = self.rt.failure("page", target=task.id, attempt=attempt)
+        if failure is None:
+            task.state = "done"
+            self.vm.pages.done += 1
+        else:
+            task.error = failure.error or f"page {task.slug}: the model request timed out"
+            if task.retry_count < task.max_retries:
+                task.state = "retry_pending"
+                task.retry_count += 1
+                self.rt.schedule("_retry_due", "page_retry", task_id=task.id)
+            else:
+                task.state = "failed"
+        self._fill_slots()
+
+    def retry_due(self, event: Any) -> None:
+        task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
+        task.state = "pending"
+        self._fill_slots()
+
+    def _settled(self) -> bool:
+        return all(t.state in ("done", "resumed", "failed") for t in self.vm.pages.tasks)
+
+    def gate_needed(self, _: Any) -> bool:
+        return self._settled() and any(t.state == "failed" for t in self.vm.pages.tasks)
+
+    def all_done(self, _: Any) -> bool:
+        return self._settled()
+
+    def open_gate(self, _: Any) -> None:
+        self.vm.pages.waiting_retry = True
+        if self.rt.flags.skip_failed:
+            self.rt.schedule("_skip_failed", 0.0)
+
+    def check_retry(self, params: RetryParams) -> None:
+        tasks = self.vm.pages.tasks
+        if not 1 <= params.task_id <= len(tasks) or tasks[params.task_id - 1].state != "failed":
+            raise InvalidParams(f"task {params.task_id} is not a failed task")
+
+    def retry_page(self, event: Any) -> None:
+        task = self.vm.pages.tasks[event.kwargs["params"].task_id - 1]
+        task.retry_count = 0
+        task.state = "pending"
+
+    # -- the end -----------------------------------------------------------------------
+
+    def repository_broken(self, _: Any) -> bool:
+        if self.repository_checked:
+            return False
+        self.repository_checked = True
+        failure = self.rt.failure("repository")
+        if failure is not None:
+            self.vm.error = failure.error or "open repository: not a git repository"
+        return failure is not None
+
+    def finish(self, _: Any) -> None:
+        self.vm.pages.waiting_retry = False
+        self.vm.done_total = self.vm.pages.done
+
+
+_RUN = "running"
+_PAGE_END = [
+    {
+        "trigger": "_page_done",
+        "source": "pages",
+        "dest": "retry_gate",
+        "prepare": "finish_page",
+        "conditions": "gate_needed",
+    },
+    {"trigger": "_page_done", "source": "pages", "dest": "done", "conditions": "all_done"},
+    {"trigger": "_page_done", "source": "pages", "dest": None},
+    {"trigger": "_retry_due", "source": "pages", "dest": None, "after": "retry_due"},
+]
+
+CHART = {
+    "name": "generate",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {"name": "select_action", "waiting_for": ["select_action", "cancel", "quit"]},
+        {
+            "name": "catalog",
+            "vm_state": _RUN,
+            "on_enter": "start_catalog",
+            "waiting_for": ["quit", "cancel"],
+            "timers": [{"after": "catalog_step", "trigger": "_catalog_step", "repeat": True}],
+        },
+        {"name": "catalog_error", "vm_state": _RUN, "waiting_for": ["quit", "retry_catalog"]},
+        {
+            "name": "pages",
+            "vm_state": _RUN,
+            "on_enter": "run_pages",
+            "waiting_for": ["quit", "cancel"],
+        },
+        {
+            "name": "retry_gate",
+            "vm_state": _RUN,
+            "on_enter": "open_gate",
+            "waiting_for": ["quit", "retry", "skip_all"],
+        },
+        {"name": "done", "on_enter": "finish", "terminal": True},
+        {"name": "error", "terminal": True},
+    ],
+    "transitions": [
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "done",
+            "conditions": "draft_cancelled",
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "pages",
+            "conditions": "draft_resumed",
+            "before": "resume_draft",
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "catalog",
+            "conditions": "starts_unasked",
+        },
+        {"trigger": "_start", "source": "starting", "dest": "select_action"},
+        {
+            "trigger": "select_action",
+            "source": "select_action",
+            "dest": "catalog",
+            "conditions": "chose_fresh",
+        },
+        {
+            "trigger": "select_action",
+            "source": "select_action",
+            "dest": "pages",
+            "conditions": "chose_resume",
+            "before": "resume_draft",
+        },
+        {"trigger": "select_action", "source": "select_action", "dest": "done"},
+        {"trigger": "cancel", "source": ["select_action", "catalog", "pages"], "dest": "done"},
+        {
+            "trigger": "_catalog_step",
+            "source": "catalog",
+            "dest": "error",
+            "conditions": "repository_broken",
+        },
+        {
+            "trigger": "_catalog_step",
+            "source": "catalog",
+            "dest": "catalog_error",
+            "prepare": "step_catalog",
+            "conditions": "catalog_failed",
+        },
+        {
+            "trigger": "_catalog_step",
+            "source": "catalog",
+            "dest": "pages",
+            "conditions": "catalog_ready",
+        },
+        {"trigger": "_catalog_step", "source": "catalog", "dest": None},
+        {"trigger": "retry_catalog", "source": "catalog_error", "dest": "catalog"},
+        *_PAGE_END,
+        {
+            "trigger": "retry",
+            "source": "retry_gate",
+            "dest": "pages",
+            "before": "retry_page",
+        },
+        {"trigger": "skip_all", "source": "retry_gate", "dest": "done"},
+        {"trigger": "_skip_failed", "source": "retry_gate", "dest": "done"},
+    ],
+    "commands": {
+        "select_action": {"params": "ActionParams", "check": "check_action"},
+        "cancel": {},
+        "retry_catalog": {},
+        "retry": {"params": "RetryParams", "check": "check_retry"},
+        "skip_all": {},
+    },
+}

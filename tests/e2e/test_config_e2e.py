@@ -1,0 +1,347 @@
+"""``config --stdio`` end to end: nine fields, update_fields all or nothing, reload, save."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from .helpers import Proc, assert_rejected, vm_bytes
+
+WAITING_FOR = ["update_fields", "save", "reload_llm", "quit"]
+TITLE_KEYS = [
+    "config.language",
+    "config.doc_language",
+    "config.llm",
+    "config.max_concurrent",
+    "config.max_retries",
+    "config.llm_provider",
+    "config.llm_base_url",
+    "config.llm_model",
+    "config.llm_api_key",
+]
+JSON_KEYS = [
+    "language",
+    "doc_language",
+    "",
+    "max_concurrent",
+    "max_retries",
+    "llm_provider",
+    "llm_base_url",
+    "llm_model",
+    "llm_api_key",
+]
+INITIAL = {
+    "language": "en",
+    "doc_language": "en",
+    "max_concurrent": "4",
+    "max_retries": "2",
+    "llm_provider": "zhipu",
+    "llm_base_url": "https://open.bigmodel.cn/api/paas/v4",
+    "llm_model": "glm-4.6",
+    "llm_api_key": "sk-sim-0000000000000000",
+}
+
+
+def update(fields: Any) -> dict[str, Any]:
+    return {"type": "update_fields", "params": {"fields": fields}}
+
+
+def values(event: dict[str, Any]) -> dict[str, str]:
+    return {f["json_key"]: f["value"] for f in event["vm"]["fields"] if f["json_key"]}
+
+
+def initials(event: dict[str, Any]) -> dict[str, str]:
+    return {f["json_key"]: f["initial"] for f in event["vm"]["fields"] if f["json_key"]}
+
+
+def test_first_event_has_the_nine_fields_in_order() -> None:
+    with Proc("config") as p:
+        event = p.read_event()
+        assert event["waiting_for"] == WAITING_FOR
+        assert event["done"] is False
+        assert event["error"] == ""
+        vm = event["vm"]
+        assert list(vm) == ["fields", "dirty", "saved", "error"]
+        assert "state" not in vm
+        assert len(vm["fields"]) == 9
+        for field in vm["fields"]:
+            assert list(field) == ["title_key", "json_key", "initial", "value"]
+            assert field["initial"] == field["value"]
+            assert all(isinstance(v, str) for v in field.values())
+        assert [f["title_key"] for f in vm["fields"]] == TITLE_KEYS
+        assert [f["json_key"] for f in vm["fields"]] == JSON_KEYS
+        assert vm["fields"][2]["json_key"] == ""
+        assert vm["fields"][2]["value"]  # the read-only LLM provider display
+        assert values(event) == INITIAL
+        assert vm["dirty"] is False
+        assert vm["saved"] is False
+        assert vm["error"] == ""
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+def test_update_fields_changes_only_listed_keys_and_dirty_follows() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"language": "zh"}))
+        changed = p.read_event()
+        assert changed["error"] == ""
+        assert changed["waiting_for"] == WAITING_FOR
+        assert changed["done"] is False
+        assert values(changed) == {**INITIAL, "language": "zh"}
+        assert initials(changed) == INITIAL
+        assert changed["vm"]["dirty"] is True
+        assert changed["vm"]["saved"] is False
+
+        p.send(update({"doc_language": "ja", "max_concurrent": "8", "llm_model": "glm-4.5"}))
+        both = p.read_event()
+        assert both["error"] == ""
+        assert values(both) == {
+            **INITIAL,
+            "language": "zh",
+            "doc_language": "ja",
+            "max_concurrent": "8",
+            "llm_model": "glm-4.5",
+        }
+        assert both["vm"]["dirty"] is True
+
+        # Restoring some of the values keeps dirty; restoring all of them clears it.
+        p.send(update({"language": "en", "doc_language": "en"}))
+        assert p.read_event()["vm"]["dirty"] is True
+        p.send(update({"max_concurrent": "4", "llm_model": "glm-4.6"}))
+        restored = p.read_event()
+        assert values(restored) == INITIAL
+        assert restored["vm"]["dirty"] is False
+        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
+
+        # An empty update and setting a value to what it already is change nothing.
+        p.send(update({}))
+        assert vm_bytes(p.read_raw()) == vm_bytes(p.raw[0])
+        p.send(update({"language": "en"}))
+        assert p.read_event()["vm"]["dirty"] is False
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+BAD_UPDATES = [
+    pytest.param({"language": "fr", "nope": "x"}, "nope", id="unknown-key"),
+    pytest.param({"language": "fr", "": "x"}, "", id="read-only-key"),
+    pytest.param({"language": "fr", "max_concurrent": 5}, None, id="non-string-int"),
+    pytest.param({"language": "fr", "doc_language": None}, None, id="non-string-null"),
+    pytest.param({"language": "fr", "llm_model": ["a"]}, None, id="non-string-array"),
+    pytest.param({"language": "fr", "max_concurrent": "0"}, "max_concurrent", id="mc-0"),
+    pytest.param({"language": "fr", "max_concurrent": "65"}, "max_concurrent", id="mc-65"),
+    pytest.param({"language": "fr", "max_concurrent": "abc"}, "max_concurrent", id="mc-abc"),
+    pytest.param({"language": "fr", "max_concurrent": ""}, "max_concurrent", id="mc-empty"),
+    pytest.param({"language": "fr", "max_concurrent": "4.0"}, "max_concurrent", id="mc-float"),
+    pytest.param({"language": "fr", "max_retries": "11"}, "max_retries", id="mr-11"),
+    pytest.param({"language": "fr", "max_retries": "-1"}, "max_retries", id="mr-minus-1"),
+    pytest.param({"max_retries": "3", "llm_api_key": "k", "title_key": "x"}, None, id="bad-last"),
+]
+
+
+@pytest.mark.parametrize(("fields", "mentions"), BAD_UPDATES)
+def test_update_fields_is_all_or_nothing(fields: dict[str, Any], mentions: str | None) -> None:
+    with Proc("config") as p:
+        p.read_event()
+        # Make the session dirty first: a rejected line must keep that vm byte for byte.
+        p.send(update({"llm_provider": "openai"}))
+        before = p.read_event()
+        assert before["vm"]["dirty"] is True
+        p.send(update(fields))
+        error = assert_rejected(p.raw[-2], p.read_raw(), prefix="invalid params: ")
+        if mentions:
+            assert mentions in error
+        # Nothing changed: a good update still starts from the pre-rejection values.
+        p.send(update({"language": "de"}))
+        after = p.read_event()
+        assert values(after) == {**INITIAL, "llm_provider": "openai", "language": "de"}
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({}, id="fields-missing"),
+        pytest.param({"fields": "language=zh"}, id="fields-string"),
+        pytest.param({"fields": ["language", "zh"]}, id="fields-array"),
+        pytest.param({"fields": None}, id="fields-null"),
+        pytest.param([1, 2], id="params-array"),
+        pytest.param("x", id="params-string"),
+    ],
+)
+def test_update_fields_params_of_the_wrong_shape(params: Any) -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send({"type": "update_fields", "params": params})
+        assert_rejected(p.raw[0], p.read_raw(), prefix="invalid params: ")
+        p.send({"type": "save", "params": {"ignored": 1}})  # unknown params keys ignored
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["vm"]["saved"] is True
+        assert values(done) == INITIAL
+        p.finish()
+
+
+def test_boundary_values_are_accepted() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        for key, value in [
+            ("max_concurrent", "64"),
+            ("max_concurrent", "1"),
+            ("max_retries", "0"),
+            ("max_retries", "10"),
+        ]:
+            p.send(update({key: value}))
+            event = p.read_event()
+            assert event["error"] == "", event
+            assert values(event)[key] == value
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+def test_command_not_allowed_names_state_editing() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send({"type": "download"})
+        assert_rejected(p.raw[0], p.read_raw(), 'command "download" not allowed in state editing')
+        p.send({"type": "_start"})
+        assert_rejected(p.raw[0], p.read_raw(), 'command "_start" not allowed in state editing')
+        p.send({"params": {}})
+        assert_rejected(p.raw[0], p.read_raw(), 'command "" not allowed in state editing')
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+@pytest.mark.parametrize("key", ["llm_provider", "llm_base_url", "llm_model", "llm_api_key"])
+def test_reload_llm_reports_an_empty_llm_field_and_clears_when_filled(key: str) -> None:
+    with Proc("config") as p:
+        first = p.read_event()
+        p.send({"type": "reload_llm"})
+        ok = p.read_event()
+        assert ok["vm"]["error"] == ""
+        assert ok["error"] == ""
+        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
+        assert ok["waiting_for"] == WAITING_FOR
+
+        p.send(update({key: ""}))
+        emptied = p.read_event()
+        assert emptied["error"] == ""
+        assert emptied["vm"]["dirty"] is True
+        p.send({"type": "reload_llm"})
+        broken = p.read_event()
+        assert broken["error"] == "", "reload_llm is accepted; the problem is in vm.error"
+        assert broken["done"] is False
+        assert broken["waiting_for"] == WAITING_FOR
+        assert key in broken["vm"]["error"]
+        assert values(broken)[key] == ""
+
+        p.send(update({key: values(first)[key]}))
+        p.read_event()
+        p.send({"type": "reload_llm"})
+        fixed = p.read_event()
+        assert fixed["vm"]["error"] == ""
+        assert fixed["vm"]["dirty"] is False
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+def test_reload_llm_ignores_non_llm_fields() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"language": "", "doc_language": ""}))
+        p.read_event()
+        p.send({"type": "reload_llm"})
+        assert p.read_event()["vm"]["error"] == ""
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+def test_save_sets_saved_and_ends() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"language": "zh", "max_retries": "5"}))
+        edited = p.read_event()
+        # save, then more lines in the same write: nothing may answer them.
+        p.write(b'{"type":"save","params":{}}\n{"type":"update_fields"}\n{"type":"quit"}\n')
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["waiting_for"] == []
+        assert done["error"] == ""
+        assert done["vm"]["saved"] is True
+        assert done["vm"]["dirty"] is True
+        assert values(done) == values(edited)
+        assert len(p.events) == 3
+        p.finish()
+
+
+def test_quit_ends_with_the_vm_as_it_stood() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"llm_api_key": "sk-new"}))
+        p.read_event()
+        p.send({"type": "quit", "params": {}})
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["waiting_for"] == []
+        assert done["error"] == ""
+        assert done["vm"]["saved"] is False
+        assert vm_bytes(p.raw[-1]) == vm_bytes(p.raw[-2])
+        p.finish()
+
+
+def test_end_of_stdin_behaves_as_quit() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"language": "fr"}))
+        p.read_event()
+        p.close_stdin()
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["vm"]["saved"] is False
+        assert vm_bytes(p.raw[-1]) == vm_bytes(p.raw[-2])
+        p.finish()
+
+
+def test_unterminated_last_line_is_still_a_command() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.write(b'{"type":"save"}')
+        p.close_stdin()
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["vm"]["saved"] is True
+        p.finish()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_behaves_as_quit(signum: int) -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"language": "it"}))
+        p.read_event()
+        p.popen.send_signal(signum)
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["vm"]["saved"] is False
+        assert vm_bytes(p.raw[-1]) == vm_bytes(p.raw[-2])
+        p.finish()
+
+
+def test_reader_closing_stdout_ends_the_process_quietly() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.close_stdout()
+        p.send(update({"language": "fr"}))
+        p.wait(5)
+        assert "Traceback" not in p.stderr
