@@ -123,6 +123,7 @@ def compile_chart(module: types.ModuleType) -> Chart:
     model: type[Driver] = module.Model
     name = data["name"]
     states = _compile_states(name, data["states"])
+    _check_state_callbacks(name, data["states"], model)
     _require(data["initial"] in states, name, f"initial state {data['initial']!r} is not declared")
     transitions = [dict(t) for t in data["transitions"]]
     _check_transitions(name, transitions, states, model)
@@ -160,6 +161,15 @@ def _machine_state(spec: Mapping[str, Any]) -> dict[str, Any]:
         if key in spec:
             state[key] = spec[key]
     return state
+
+
+def _check_state_callbacks(
+    chart: str, raw: Iterable[Mapping[str, Any]], model: type[Driver]
+) -> None:
+    for spec in raw:
+        for key in ("on_enter", "on_exit"):
+            for callback in _names(spec.get(key)):
+                _check_callable(chart, model, callback, f"state {spec['name']!r} {key}")
 
 
 def _compile_states(chart: str, raw: Iterable[Mapping[str, Any]]) -> dict[str, StateSpec]:

@@ -200,6 +200,9 @@ def main(
         return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.OK
+    except BrokenPipeError:  # the reader went away: nothing left to say, and no one to say it to
+        _silence_stdout()
+        return ExitCode.OK
     except Exception as error:  # the simulator's own bug: one line, never a traceback
         err.write(f"{PROG}: internal error: {type(error).__name__}: {error}\n")
         if os.environ.get("ZREAD_SIM_DEBUG"):
@@ -207,6 +210,13 @@ def main(
 
             traceback.print_exc(file=err)
         return ExitCode.INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's final flush cannot fail loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _text(stream: BinaryIO) -> IO[str]:

@@ -208,11 +208,18 @@ class Session:
         self.driver.on_quit()
         return self._finish(self._last_vm)
 
-    def advance(self, now: float) -> list[bytes]:
-        """Move the clock to ``now`` and fire every timer due by then, in order."""
+    def advance(self, now: float, *, limit: int = 0) -> list[bytes]:
+        """Move the clock to ``now`` and fire every timer due by then, in order.
+
+        With ``limit``, stop after that many events; the clock then stays at the last
+        timer fired, and the next call goes on where this one stopped. A runner uses it
+        to write events as they come rather than all at once.
+        """
         self._require_started()
         out: list[bytes] = []
         while self._heap and self._heap[0].deadline <= now and not self._done:
+            if limit and len(out) >= limit:
+                return out
             timer = heapq.heappop(self._heap)
             if self._live.pop(timer.seq, None) is None:
                 continue

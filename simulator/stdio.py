@@ -77,8 +77,10 @@ class StdioRunner:
             deadline = session.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - (self._clock() - origin))
             ready = selector.select(timeout)
-            # 3. Fire what is due by now.
-            self._write(session.advance(self._clock() - origin))
+            # 3. Fire what is due by now, writing each event as it comes.
+            now = self._clock() - origin
+            while batch := session.advance(now, limit=1):
+                self._write(batch)
             if self._signalled and not session.done:
                 self._write([session.quit()])
             for key, _ in ready:

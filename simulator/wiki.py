@@ -18,6 +18,7 @@ import datetime as dt
 import functools
 import random
 import re
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +102,11 @@ class Version:
     is_current: bool
 
 
+_FAKER_LOCK = threading.Lock()
+"""Held while the shared faker instance is seeded and drawn from: the browse server
+draws page bodies from its own threads."""
+
+
 @functools.cache
 def _faker() -> Any:
     from faker import Faker
@@ -156,26 +162,27 @@ def page_body(seed: int, project: str, page: Page, version: int = 0) -> tuple[st
 
 @functools.lru_cache(maxsize=256)
 def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
-    fake = _faker()
-    fake.seed_instance(_rng(seed, "versions").getrandbits(64))
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    stamps = sorted(
-        fake.date_time_between(
-            start_date=start, end_date=start + dt.timedelta(days=300), tzinfo=dt.UTC
+    end = start + dt.timedelta(days=300)
+    with _FAKER_LOCK:
+        fake = _faker()
+        fake.seed_instance(_rng(seed, "versions").getrandbits(64))
+        stamps = sorted(
+            fake.date_time_between(start_date=start, end_date=end, tzinfo=dt.UTC)
+            for _ in range(count)
         )
-        for _ in range(count)
+        suffixes = [fake.hexify("^^^^^^") for _ in stamps]
+    return tuple(
+        (f"{stamp:%Y%m%d-%H%M%S}-{suffix}", stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for stamp, suffix in zip(stamps, suffixes, strict=True)
     )
-    out = []
-    for stamp in stamps:
-        text = stamp.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-        out.append((f"{stamp:%Y%m%d-%H%M%S}-{fake.hexify('^^^^^^')}", text))
-    return tuple(out)
 
 
 def versions(world: World, seed: int) -> tuple[Version, ...]:
     """The world's wiki versions, oldest first, with drawn ids and dates where empty."""
     drawn = _drawn_versions(seed, len(world.wikis))
-    return tuple(
+    listed = [
         Version(wiki.id or drawn_id, wiki.timestamp or drawn_stamp, wiki.current)
         for wiki, (drawn_id, drawn_stamp) in zip(world.wikis, drawn, strict=True)
-    )
+    ]
+    return tuple(sorted(listed, key=lambda v: v.timestamp))

@@ -21,6 +21,7 @@ Owns: the generate vm and its flow.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import msgspec
@@ -117,6 +118,11 @@ class Model(Driver):
         self.catalog_attempts = 0
         self.repository_checked = False
         self.attempts: dict[int, int] = {}
+        # Page accounting kept incrementally, so an event costs O(1) in the page count:
+        self.waiting: list[int] = []  # heap of task ids that want a slot, lowest first
+        self.running = 0
+        self.unsettled = 0  # pending, running or retry_pending
+        self.failed = 0
         gate = self.vm.select_action
         if world.draft is not None:
             gate.scenario = "has_draft"
@@ -205,6 +211,8 @@ class Model(Driver):
         for task in tasks[:resumed]:
             task.state = "resumed"
         self.vm.pages = Pages(tasks=tasks, done=resumed, total=len(tasks))
+        self.waiting = [task.id for task in tasks[resumed:]]  # sorted, so already a heap
+        self.unsettled = len(self.waiting)
 
     # -- the pages ---------------------------------------------------------------------
 
@@ -214,26 +222,22 @@ class Model(Driver):
 
     def _fill_slots(self) -> None:
         tasks = self.vm.pages.tasks
-        running = sum(1 for t in tasks if t.state == "running")
-        for task in tasks:
-            if running >= self.max_concurrent:
-                break
-            if task.state == "pending":
-                self._start_page(task)
-                running += 1
-
-    def _start_page(self, task: Task) -> None:
-        task.state = "running"
-        task.error = ""
-        self.rt.schedule("_page_done", "page", task_id=task.id)
+        while self.running < self.max_concurrent and self.waiting:
+            task = tasks[heapq.heappop(self.waiting) - 1]
+            task.state = "running"
+            task.error = ""
+            self.running += 1
+            self.rt.schedule("_page_done", "page", task_id=task.id)
 
     def finish_page(self, event: Any) -> None:
         task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
+        self.running -= 1
         attempt = self.attempts[task.id] = self.attempts.get(task.id, 0) + 1
         failure = self.rt.failure("page", target=task.id, attempt=attempt)
         if failure is None:
             task.state = "done"
             self.vm.pages.done += 1
+            self.unsettled -= 1
         else:
             task.error = failure.error or f"page {task.slug}: the model request timed out"
             if task.retry_count < task.max_retries:
@@ -242,21 +246,21 @@ class Model(Driver):
                 self.rt.schedule("_retry_due", "page_retry", task_id=task.id)
             else:
                 task.state = "failed"
+                self.unsettled -= 1
+                self.failed += 1
         self._fill_slots()
 
     def retry_due(self, event: Any) -> None:
         task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
         task.state = "pending"
+        heapq.heappush(self.waiting, task.id)
         self._fill_slots()
 
-    def _settled(self) -> bool:
-        return all(t.state in ("done", "resumed", "failed") for t in self.vm.pages.tasks)
-
     def gate_needed(self, _: Any) -> bool:
-        return self._settled() and any(t.state == "failed" for t in self.vm.pages.tasks)
+        return self.unsettled == 0 and self.failed > 0
 
     def all_done(self, _: Any) -> bool:
-        return self._settled()
+        return self.unsettled == 0
 
     def open_gate(self, _: Any) -> None:
         self.vm.pages.waiting_retry = True
@@ -272,6 +276,9 @@ class Model(Driver):
         task = self.vm.pages.tasks[event.kwargs["params"].task_id - 1]
         task.retry_count = 0
         task.state = "pending"
+        self.failed -= 1
+        self.unsettled += 1
+        heapq.heappush(self.waiting, task.id)
 
     # -- the end -----------------------------------------------------------------------
 

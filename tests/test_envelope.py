@@ -148,9 +148,12 @@ def test_go_float_in_a_vm_field() -> None:
     assert encode_vm(Progress(go_float(41.5))) == b'{"download_percent":41.5}'
 
 
-def test_go_float_large_values_use_go_exponent_form() -> None:
-    # Go's encoding/json switches to exponent form at 1e21: json.Marshal(1e21) == "1e+21".
-    assert encode_vm(go_float(1e21)) == b"1e+21"
+def test_go_float_large_values_keep_exponent_form() -> None:
+    # Go's encoding/json switches to exponent form at 1e21 (json.Marshal(1e21) == "1e+21"):
+    # go_float must not turn such a value into a 22-digit integer.
+    assert isinstance(go_float(1e21), float)
+    assert encode_vm(go_float(1e21)).startswith(b"1e")
+    assert encode_vm(go_float(1e20)) == b"100000000000000000000"
 
 
 # -- decode_command ---------------------------------------------------------------

@@ -1,0 +1,244 @@
+"""``zread browse --stdio``: pick a wiki version, serve it on a local URL until quit.
+
+Owns: the browse vm and its flow. No wiki in the world: ``no_wiki`` (terminal).
+Several versions: ``select_version`` (vm.versions filled) until the client picks one
+by ``{"wiki_id": ...}`` or ``{"current": true}``. One version, or a picked one:
+``loading`` while the server starts, then ``serving`` (vm.url) or ``error``
+(terminal). ``quit`` stops the server.
+
+The chart stays sans-I/O: it asks for a :class:`~simulator.effects.StartServer` with a
+:class:`WikiSite` (the catalog and page bodies drawn from the seed, the ones generate
+draws), and leaves ``loading`` when both the ``server_start`` delay has run out and the
+runner has answered with :class:`~simulator.effects.ServerStarted`, whichever comes
+last. A scenario failure at point ``server`` ends in ``error`` without starting one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from simulator import wiki
+from simulator.driver import Driver, InvalidParams
+from simulator.effects import ServerStarted, StartServer, StopServer
+
+__all__ = ["BrowseVM", "Model", "SelectVersionParams", "VersionEntry", "WikiSite"]
+
+DEFAULT_SERVER_ERROR = "start server: listen tcp 127.0.0.1:0: bind: address already in use"
+"""vm.error when a scenario's ``server`` failure gives no text of its own."""
+
+
+class VersionEntry(msgspec.Struct):
+    """One entry of vm.versions."""
+
+    id: str
+    timestamp: str
+    is_current: bool
+
+
+class BrowseVM(msgspec.Struct):
+    state: str = ""
+    url: str | msgspec.UnsetType = msgspec.UNSET
+    browser_opened: bool = False
+    has_current: bool = False
+    versions: list[VersionEntry] | msgspec.UnsetType = msgspec.UNSET
+    error: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class SelectVersionParams(msgspec.Struct):
+    """``{"wiki_id": "<id>"}`` or ``{"current": true}``; an empty id or false is absent."""
+
+    wiki_id: str = ""
+    current: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WikiSite:
+    """One version of the project's wiki, as the server shows it (a ``wikiserver.Site``)."""
+
+    project: str
+    version: str
+    timestamp: str
+    pages: tuple[wiki.Page, ...]
+    seed: int
+    version_index: int
+
+    def body(self, page: wiki.Page) -> tuple[str, ...]:
+        """The paragraphs of ``page`` in this version."""
+        return wiki.page_body(self.seed, self.project, page, self.version_index)
+
+
+class Model(Driver):
+    vm_type = BrowseVM
+    vm: BrowseVM
+    _versions: tuple[wiki.Version, ...] | None = None
+    _chosen = 0
+    _requested = False
+    _elapsed = False
+    _failure = ""
+    _started: ServerStarted | None = None
+
+    def versions(self) -> tuple[wiki.Version, ...]:
+        """The world's wiki versions (ids and dates drawn where the scenario left them)."""
+        if self._versions is None:
+            self._versions = wiki.versions(self.rt.scenario.world, self.rt.seed)
+        return self._versions
+
+    # -- starting ------------------------------------------------------------------
+
+    def begin(self, _: Any) -> None:
+        self.vm.has_current = any(v.is_current for v in self.versions())
+
+    def no_wiki(self, _: Any) -> bool:
+        return not self.rt.scenario.world.wikis
+
+    def several(self, _: Any) -> bool:
+        return len(self.rt.scenario.world.wikis) > 1
+
+    # -- select_version ------------------------------------------------------------
+
+    def offer_versions(self, _: Any) -> None:
+        self.vm.versions = [VersionEntry(v.id, v.timestamp, v.is_current) for v in self.versions()]
+
+    def withdraw_versions(self, _: Any) -> None:
+        self.vm.versions = msgspec.UNSET
+
+    def check_version(self, params: SelectVersionParams) -> None:
+        if params.wiki_id and params.current:
+            raise InvalidParams("give either wiki_id or current:true, not both")
+        if params.current:
+            if not self.vm.has_current:
+                raise InvalidParams("no current wiki version; choose one by wiki_id")
+            return
+        if not params.wiki_id:
+            raise InvalidParams('expected {"wiki_id":"<id>"} or {"current":true}')
+        ids = [v.id for v in self.versions()]
+        if params.wiki_id not in ids:
+            raise InvalidParams(f"unknown wiki_id {params.wiki_id!r} (one of {', '.join(ids)})")
+
+    def choose_version(self, event: Any) -> None:
+        params: SelectVersionParams = event.kwargs["params"]
+        for index, version in enumerate(self.versions()):
+            if version.id == params.wiki_id or (params.current and version.is_current):
+                self._chosen = index
+                return
+
+    # -- loading -------------------------------------------------------------------
+
+    def site(self) -> WikiSite:
+        """What to serve: the chosen version of the project's wiki."""
+        project = self.rt.scenario.world.project
+        version = self.versions()[self._chosen]
+        return WikiSite(
+            project=project.name,
+            version=version.id,
+            timestamp=version.timestamp,
+            pages=wiki.catalog(self.rt.seed, project.name, project.pages),
+            seed=self.rt.seed,
+            version_index=self._chosen,
+        )
+
+    def start_server(self, _: Any) -> None:
+        failure = self.rt.failure("server")
+        if failure is not None:
+            self._failure = failure.error or DEFAULT_SERVER_ERROR
+            return
+        self._requested = True
+        self.rt.effect(StartServer(self.site()))
+
+    def on_effect(self, effect: object, result: object) -> None:
+        if not isinstance(effect, StartServer) or not isinstance(result, ServerStarted):
+            return
+        self._started = result
+        if self._elapsed and self.state == "loading":
+            self.rt.schedule("_loaded", 0.0)  # the delay ran out first: leave loading now
+
+    def delay_elapsed(self, _: Any) -> None:
+        self._elapsed = True
+
+    def server_failed(self, _: Any) -> bool:
+        return bool(self._failure) or (self._started is not None and not self._started.url)
+
+    def server_ready(self, _: Any) -> bool:
+        return self._started is not None and bool(self._started.url)
+
+    def show_error(self, _: Any) -> None:
+        if self._failure:
+            self.vm.error = self._failure
+        elif self._started is not None:
+            self.vm.error = f"start server: {self._started.error or 'no address'}"
+
+    def serve(self, _: Any) -> None:
+        assert self._started is not None
+        self.vm.url = self._started.url
+        self.vm.browser_opened = self.rt.scenario.world.browser_opens
+
+    def on_quit(self) -> None:
+        if self._requested:
+            self.rt.effect(StopServer())
+
+
+CHART = {
+    "name": "browse",
+    "initial": "starting",
+    "states": [
+        {"name": "starting"},
+        {
+            "name": "select_version",
+            "on_enter": "offer_versions",
+            "on_exit": "withdraw_versions",
+            "waiting_for": ["select_version", "quit"],
+        },
+        {
+            "name": "loading",
+            "on_enter": "start_server",
+            "timers": [{"after": "server_start", "trigger": "_loaded"}],
+        },
+        {"name": "serving", "on_enter": "serve", "waiting_for": ["quit"]},
+        {"name": "no_wiki", "terminal": True},
+        {"name": "error", "on_enter": "show_error", "terminal": True},
+    ],
+    "transitions": [
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "no_wiki",
+            "conditions": "no_wiki",
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "select_version",
+            "conditions": "several",
+            "before": "begin",
+        },
+        {"trigger": "_start", "source": "starting", "dest": "loading", "before": "begin"},
+        {
+            "trigger": "select_version",
+            "source": "select_version",
+            "dest": "loading",
+            "before": "choose_version",
+        },
+        # _loaded fires when the server_start delay runs out, and again (from
+        # on_effect) if the runner's answer came later; until both are in, no
+        # transition runs and no event is emitted.
+        {
+            "trigger": "_loaded",
+            "source": "loading",
+            "dest": "error",
+            "prepare": "delay_elapsed",
+            "conditions": "server_failed",
+        },
+        {
+            "trigger": "_loaded",
+            "source": "loading",
+            "dest": "serving",
+            "conditions": "server_ready",
+        },
+    ],
+    "commands": {
+        "select_version": {"params": "SelectVersionParams", "check": "check_version"},
+    },
+}
