@@ -135,18 +135,19 @@ def _parser() -> _Parser:
     return parser
 
 
-def _scenarios(args: argparse.Namespace, out: IO[str]) -> int:
+def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
     from simulator.scenario import builtin_names, builtin_text, load_scenario
 
     if args.action == "show":
         if not args.name:
             raise UsageError("scenarios show: name a scenario")
-        out.write(builtin_text(args.name))
-        return ExitCode.OK
-    names = builtin_names()
-    width = max(map(len, names))
-    for name in names:
-        out.write(f"{name:<{width}}  {load_scenario(name).description}\n")
+        out.write(builtin_text(args.name).encode("utf-8"))
+    else:
+        names = builtin_names()
+        width = max(map(len, names))
+        for name in names:
+            out.write(f"{name:<{width}}  {load_scenario(name).description}\n".encode())
+    out.flush()
     return ExitCode.OK
 
 
@@ -187,7 +188,7 @@ def main(
         args = _parser().parse_args(argv)
         _apply_environment(args, os.environ if environ is None else environ)
         if args.command == "scenarios":
-            return _scenarios(args, sys.stdout if stdout is None else _text(stdout))
+            return _scenarios(args, sys.stdout.buffer if stdout is None else stdout)
         if not args.stdio:
             err.write(
                 f"{PROG}: the simulator stands in for zread's machine-readable mode only; "
@@ -217,9 +218,3 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-def _text(stream: BinaryIO) -> IO[str]:
-    import io
-
-    return io.TextIOWrapper(stream, encoding="utf-8", write_through=True)

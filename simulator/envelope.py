@@ -157,7 +157,7 @@ def decode_command(line: bytes) -> Command:
     except msgspec.DecodeError as err:
         raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
     raw_type = bytes(wire.type)
-    if not raw_type:
+    if not raw_type or raw_type == b"null":  # Go decodes null as the field left out
         command_type = ""
     elif raw_type[:1] == b'"':
         command_type = msgspec.json.decode(raw_type, type=str)

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from simulator.failures import Failure
+from simulator.faults import Fault
 from simulator.timing import Delay
 from simulator.world import World
 
@@ -39,14 +40,25 @@ class ScenarioError(Exception):
 
 
 class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """A world plus timing plus failures; the only source of behaviour variation."""
+    """A world plus timing plus failures; the only source of behaviour variation.
+
+    ``speed`` multiplies every delay, on top of ``--speed``; ``failures`` are domain
+    failures (a page, the catalog, the download...); ``faults`` are transport faults
+    (what happens to the bytes on the way to the client).
+    """
 
     name: str = ""
     description: str = ""
     extends: str = ""
     world: World = msgspec.field(default_factory=World)
+    speed: float = 1.0
     timing: dict[str, Delay] = msgspec.field(default_factory=dict)
     failures: list[Failure] = msgspec.field(default_factory=list)
+    faults: list[Fault] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.speed < float("inf"):
+            raise ValueError("speed must be a number >= 0")
 
 
 # The built-ins ship inside the package; os.path keeps importlib.resources and pathlib

@@ -90,7 +90,7 @@ class Session:
         self.chart = chart
         self._scenario = scenario
         self._flags = flags or Flags()
-        self._speed = speed
+        self._speed = speed * scenario.speed
         self._seed = seed
         self._now = now
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
@@ -104,6 +104,7 @@ class Session:
         self._done = False
         self._last_vm = b"{}"
         self._last_waiting_for: tuple[str, ...] = ()
+        self._shown_state = ""
         self.driver = chart.model(self)
         self.driver.state = chart.initial
 
@@ -154,6 +155,16 @@ class Session:
     def state(self) -> str:
         """The chart state (finer than ``vm.state`` where one zread state has gates)."""
         return self.driver.state
+
+    @property
+    def speed(self) -> float:
+        """The factor every delay is multiplied by (``--speed`` times the scenario's)."""
+        return self._speed
+
+    @property
+    def shown_state(self) -> str:
+        """The vm state the last event showed (config's is ``editing``)."""
+        return self._shown_state
 
     @property
     def waiting_for(self) -> tuple[str, ...]:
@@ -302,6 +313,7 @@ class Session:
 
     def _emit(self) -> bytes:
         spec = self.chart.states[self.driver.state]
+        self._shown_state = spec.vm_state
         if self.chart.shows_state:
             self.driver.vm.state = spec.vm_state
         vm_json = encode_vm(self.driver.vm)

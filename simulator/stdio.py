@@ -2,7 +2,8 @@
 
 Owns the lifecycle of FIDELITY section 4: the first event before anything is read;
 timers on the monotonic clock; end of stdin, SIGTERM and SIGINT as ``quit``; a reader
-that went away as a quiet exit; return once ``done:true`` is written.
+that went away as a quiet exit; return once ``done:true`` is written. It also carries
+out the scenario's transport faults (``simulator.faults``) as it writes.
 
 Must not: decide anything about the protocol. It reads, feeds, drains, writes and
 sleeps until the next deadline; the session decides the rest.
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import selectors
 import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from simulator import faults
 from simulator.effects import EffectHost
 from simulator.envelope import LineBuffer
 from simulator.session import Session
@@ -31,6 +34,14 @@ class _ReaderGone(Exception):
     """stdout was closed by the reader."""
 
 
+class _Exit(Exception):
+    """A transport fault ends the process with this code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 class StdioRunner:
     """Runs one session between a readable and a writable binary stream."""
 
@@ -40,23 +51,34 @@ class StdioRunner:
         stdin: BinaryIO,
         stdout: BinaryIO,
         *,
+        stderr_fd: int = 2,
         clock: Callable[[], float] = time.monotonic,
         effects: EffectHost | None = None,
     ) -> None:
         self.session = session
         self._in_fd = stdin.fileno()
         self._out_fd = stdout.fileno()
+        self._err_fd = stderr_fd
         self._clock = clock
         self._effects = effects or EffectHost()
+        self._faults = faults.FaultPlan(
+            session.scenario.faults,
+            random.Random(f"zread-sim:{session.seed}:transport"),
+            speed=session.speed,
+        )
         self._signalled = False
+        self._reading = True
+        self._selector: selectors.BaseSelector | None = None
 
     def run(self) -> int:
-        """Run the session to its end; the process's exit code (0)."""
+        """Run the session to its end; the process's exit code."""
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(wakeup)
         except _ReaderGone:
             pass
+        except _Exit as stop:
+            return stop.code
         finally:
             self._effects.close()
         return 0
@@ -66,7 +88,7 @@ class StdioRunner:
         origin = self._clock()
         lines = LineBuffer()
         # poll, not epoll: epoll refuses regular files, and stdin may be one.
-        selector = selectors.PollSelector()
+        self._selector = selector = selectors.PollSelector()
         selector.register(self._in_fd, selectors.EVENT_READ, "stdin")
         if wakeup is not None:
             selector.register(wakeup, selectors.EVENT_READ, "signal")
@@ -90,6 +112,8 @@ class StdioRunner:
                     with contextlib.suppress(OSError):
                         os.read(key.fd, _READ_SIZE)
                     continue
+                if not self._reading:
+                    continue
                 # 4. Feed every complete line; end of input is quit.
                 data = os.read(self._in_fd, _READ_SIZE)
                 batch = lines.push(data) if data else lines.finish()
@@ -108,13 +132,49 @@ class StdioRunner:
             if result is not None:
                 self.session.resolve(effect, result)
         for event in events:
-            view = memoryview(event)
-            try:
-                while view:
-                    written = os.write(self._out_fd, view)
-                    view = view[written:]
-            except (BrokenPipeError, ConnectionResetError):
-                raise _ReaderGone from None
+            if not self._faults:
+                self._write_bytes(event)
+                continue
+            for action in self._faults.actions(event, self.session.shown_state):
+                self._act(action)
+
+    def _act(self, action: faults.Action) -> None:
+        if isinstance(action, faults.Write):
+            self._write_bytes(action.data)
+        elif isinstance(action, faults.Pause):
+            time.sleep(action.seconds)
+        elif isinstance(action, faults.Stderr):
+            with contextlib.suppress(OSError):
+                os.write(self._err_fd, action.line.encode("utf-8") + b"\n")
+        elif isinstance(action, faults.Exit):
+            raise _Exit(action.code)
+        elif isinstance(action, faults.Hang):
+            self._hang()
+        elif isinstance(action, faults.CloseStdout):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._out_fd)
+            os.close(devnull)
+        elif isinstance(action, faults.StopReading) and self._reading:
+            self._reading = False
+            if self._selector is not None:
+                self._selector.unregister(self._in_fd)
+
+    def _hang(self) -> None:
+        """Write nothing, read nothing, never exit; signals act as on any stuck process."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ValueError):
+                signal.signal(signum, signal.SIG_DFL)
+        while True:
+            time.sleep(3600)
+
+    def _write_bytes(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._out_fd, view)
+                view = view[written:]
+        except (BrokenPipeError, ConnectionResetError):
+            raise _ReaderGone from None
 
     @contextlib.contextmanager
     def _signals_as_quit(self) -> Iterator[int | None]:

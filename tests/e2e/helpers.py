@@ -28,8 +28,8 @@ __all__ = [
     "assert_rejected",
     "encode",
     "go_json",
-    "vm_bytes",
     "vm_and_waiting_for_bytes",
+    "vm_bytes",
     "write_scenario",
 ]
 
@@ -323,10 +323,17 @@ class Proc:
         assert "Traceback" not in self.stderr
         assert_envelopes(self.raw)
 
+    def reject(self, command: Any, error: str | None = None, *, prefix: str = "") -> str:
+        """Send a line that must be rejected; check its one answer; return the error text."""
+        previous = self.last_raw
+        self.send(command)
+        raw = self.read_raw()
+        self.events.append(assert_envelope_line(raw))
+        return assert_rejected(previous, raw, error, prefix=prefix)
+
     # -- driving -----------------------------------------------------------------------
 
-    def drive(self, script: Iterable[Any], timeout: float = 5.0) -> list[bytes]:
-        """Like a client: send each command once its type is in waiting_for; until done."""
+    def _play(self, script: Iterable[Any], timeout: float) -> None:
         if not self.events:
             self.read_event(timeout)
         for command in script:
@@ -335,7 +342,23 @@ class Proc:
                 assert not self.events[-1]["done"], f"done before {wanted!r} was accepted"
                 self.read_event(timeout)
             self.send(command)
-            self.read_event(timeout)
+            answer = self.read_event(timeout)
+            assert answer["error"] == "", answer
+
+    def drive(self, script: Iterable[Any], timeout: float = 5.0) -> list[bytes]:
+        """Like a client: send each command once its type is in waiting_for; until done."""
+        self._play(script, timeout)
         if not self.events[-1]["done"]:
             self.read_until_done(timeout)
         return list(self.raw)
+
+    def drive_until(
+        self, script: Iterable[Any], predicate: Any, timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """Play ``script`` like :meth:`drive`, then read until an event satisfies ``predicate``."""
+        self._play(script, timeout)
+        event = self.events[-1]
+        if not predicate(event):
+            event = self.read_until(predicate, timeout)
+        assert predicate(event), event
+        return event

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Proc, assert_rejected, vm_bytes
+from .helpers import Proc, vm_bytes
 
 WAITING_FOR = ["update_fields", "save", "reload_llm", "quit"]
 TITLE_KEYS = [
@@ -119,9 +119,27 @@ def test_update_fields_changes_only_listed_keys_and_dirty_follows() -> None:
 
         # An empty update and setting a value to what it already is change nothing.
         p.send(update({}))
-        assert vm_bytes(p.read_raw()) == vm_bytes(p.raw[0])
+        p.read_event()
+        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
         p.send(update({"language": "en"}))
         assert p.read_event()["vm"]["dirty"] is False
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+def test_echoed_values_are_escaped_as_go_escapes_them() -> None:
+    value = '<b>&\u2028\u2029 é 日本 \U0001f600 \x00\x1f\x7f "q" \\'
+    with Proc("config") as p:
+        p.read_event()
+        p.send(update({"llm_model": value}))
+        event = p.read_event()  # read_event also checks the whole line against go_json
+        assert values(event)["llm_model"] == value
+        expected = (
+            '"value":"\\u003cb\\u003e\\u0026\\u2028\\u2029 é 日本 \U0001f600 '
+            '\\u0000\\u001f\x7f \\"q\\" \\\\"'
+        ).encode()
+        assert expected in p.last_raw
         p.send({"type": "quit"})
         p.read_until_done()
         p.finish()
@@ -152,8 +170,7 @@ def test_update_fields_is_all_or_nothing(fields: dict[str, Any], mentions: str |
         p.send(update({"llm_provider": "openai"}))
         before = p.read_event()
         assert before["vm"]["dirty"] is True
-        p.send(update(fields))
-        error = assert_rejected(p.raw[-2], p.read_raw(), prefix="invalid params: ")
+        error = p.reject(update(fields), prefix="invalid params: ")
         if mentions:
             assert mentions in error
         # Nothing changed: a good update still starts from the pre-rejection values.
@@ -179,8 +196,7 @@ def test_update_fields_is_all_or_nothing(fields: dict[str, Any], mentions: str |
 def test_update_fields_params_of_the_wrong_shape(params: Any) -> None:
     with Proc("config") as p:
         p.read_event()
-        p.send({"type": "update_fields", "params": params})
-        assert_rejected(p.raw[0], p.read_raw(), prefix="invalid params: ")
+        p.reject({"type": "update_fields", "params": params}, prefix="invalid params: ")
         p.send({"type": "save", "params": {"ignored": 1}})  # unknown params keys ignored
         done = p.read_event()
         assert done["done"] is True
@@ -210,12 +226,10 @@ def test_boundary_values_are_accepted() -> None:
 def test_command_not_allowed_names_state_editing() -> None:
     with Proc("config") as p:
         p.read_event()
-        p.send({"type": "download"})
-        assert_rejected(p.raw[0], p.read_raw(), 'command "download" not allowed in state editing')
-        p.send({"type": "_start"})
-        assert_rejected(p.raw[0], p.read_raw(), 'command "_start" not allowed in state editing')
-        p.send({"params": {}})
-        assert_rejected(p.raw[0], p.read_raw(), 'command "" not allowed in state editing')
+        p.reject({"type": "download"}, 'command "download" not allowed in state editing')
+        p.reject({"type": "_start"}, 'command "_start" not allowed in state editing')
+        p.reject({"params": {}}, 'command "" not allowed in state editing')
+        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
         p.send({"type": "quit"})
         p.read_until_done()
         p.finish()

@@ -1,0 +1,208 @@
+"""Transport faults: what goes wrong between an encoded event and the client.
+
+Owns: :class:`Fault`, one ``[[faults]]`` entry of a scenario, and :class:`FaultPlan`,
+which turns each event line into the actions a runner carries out: write these
+bytes, pause, write a line on stderr, exit, hang, close stdout, stop reading stdin.
+Without a fault an event is one write of the whole line.
+
+A fault fires at a point: ``after_event = n`` (the n-th event), ``on_state = "s"`` (the
+first event that shows vm state ``s`` after one that did not), and/or ``probability``
+(drawn per event from the seed); with none of them, at every event. ``times`` caps how
+often it fires (0: no cap). A fault that changes an event (``split``, ``truncate``,
+``duplicate``, ``exit`` mid-line) acts on the event at its point; one that adds
+something (``diagnostic``, ``stderr``, ``invalid_utf8``, ``exit``, ``hang``,
+``close_stdout``, ``stop_reading``) acts right after that event is written.
+
+Must not: do I/O, sleep or read the clock; the runner does what the actions say.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "KINDS",
+    "Action",
+    "CloseStdout",
+    "Exit",
+    "Fault",
+    "FaultPlan",
+    "Hang",
+    "Pause",
+    "Stderr",
+    "StopReading",
+    "Write",
+]
+
+Kind = Literal[
+    "diagnostic",
+    "stderr",
+    "split",
+    "truncate",
+    "invalid_utf8",
+    "duplicate",
+    "exit",
+    "hang",
+    "close_stdout",
+    "stop_reading",
+]
+KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
+
+_DIAGNOSTICS = (
+    "warning: statedb schema divergence detected; continuing with cached schema",
+    "\x1b[33mzread\x1b[0m: using cached catalog for this repository",
+    "debug: llm request retried after 429 (rate limited)",
+    "notice: a newer zread is available: run zread update",
+)
+_INVALID_UTF8 = b"zread: \xff\xfe\xc3\x28 unreadable diagnostic\n"
+
+
+class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One transport fault of a scenario."""
+
+    kind: Kind
+    after_event: int = 0
+    on_state: str = ""
+    probability: float = 1.0
+    times: int = 0
+    text: str = ""
+    pieces: int = 3
+    pause: float = 0.05
+    at_byte: int = 0
+    code: int = 1
+    mid_line: bool = False
+
+    def __post_init__(self) -> None:
+        if self.after_event < 0 or self.times < 0 or self.at_byte < 0:
+            raise ValueError("after_event, times and at_byte must be >= 0")
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError("probability must be between 0 and 1")
+        if self.pieces < 2:
+            raise ValueError("pieces must be >= 2")
+        if self.pause < 0:
+            raise ValueError("pause must be >= 0")
+        if not 0 <= self.code <= 255:
+            raise ValueError("code must be 0-255")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stderr:
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CloseStdout:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StopReading:
+    pass
+
+
+Action = Write | Pause | Stderr | Exit | Hang | CloseStdout | StopReading
+
+
+class FaultPlan:
+    """Decides, event by event, which faults fire; deterministic for a seed."""
+
+    def __init__(self, faults: list[Fault], rng: random.Random, *, speed: float = 1.0) -> None:
+        self._faults = faults
+        self._fired = [0] * len(faults)
+        self._rng = rng
+        self._speed = speed
+        self._events = 0
+        self._last_state: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._faults)
+
+    def actions(self, line: bytes, vm_state: str) -> list[Action]:
+        """What to do for the next event ``line`` (newline included) showing ``vm_state``."""
+        self._events += 1
+        entered = vm_state != self._last_state
+        self._last_state = vm_state
+        firing = [f for i, f in enumerate(self._faults) if self._fires(i, f, vm_state, entered)]
+        if not firing:
+            return [Write(line)]
+        out: list[Action] = [Write(line)]
+        after: list[Action] = []
+        for fault in firing:
+            out = self._change(fault, line, out)
+            after.extend(self._add(fault))
+        return out + after
+
+    def _fires(self, index: int, fault: Fault, vm_state: str, entered: bool) -> bool:
+        if fault.times and self._fired[index] >= fault.times:
+            return False
+        if fault.after_event and fault.after_event != self._events:
+            return False
+        if fault.on_state and not (entered and fault.on_state == vm_state):
+            return False
+        if fault.probability < 1.0 and self._rng.random() >= fault.probability:
+            return False
+        self._fired[index] += 1
+        return True
+
+    def _cut(self, fault: Fault, line: bytes) -> int:
+        body = len(line) - 1
+        return min(fault.at_byte, body) if fault.at_byte else body // 2
+
+    def _change(self, fault: Fault, line: bytes, current: list[Action]) -> list[Action]:
+        if fault.kind == "split":
+            step = max(1, -(-len(line) // fault.pieces))
+            parts: list[Action] = []
+            for start in range(0, len(line), step):
+                if parts:
+                    parts.append(Pause(fault.pause * self._speed))
+                parts.append(Write(line[start : start + step]))
+            return parts
+        if fault.kind == "truncate":
+            return [Write(line[: self._cut(fault, line)] + b"\n")]
+        if fault.kind == "duplicate":
+            return [*current, Write(line)]
+        if fault.kind == "exit" and fault.mid_line:
+            return [Write(line[: self._cut(fault, line)]), Exit(fault.code)]
+        return current
+
+    def _add(self, fault: Fault) -> list[Action]:
+        if fault.kind == "diagnostic":
+            text = fault.text or self._rng.choice(_DIAGNOSTICS)
+            return [Write(text.encode("utf-8") + b"\n")]
+        if fault.kind == "stderr":
+            return [Stderr(fault.text or self._rng.choice(_DIAGNOSTICS))]
+        if fault.kind == "invalid_utf8":
+            return [Write(_INVALID_UTF8)]
+        if fault.kind == "exit" and not fault.mid_line:
+            return [Exit(fault.code)]
+        if fault.kind == "hang":
+            return [Hang()]
+        if fault.kind == "close_stdout":
+            return [CloseStdout()]
+        if fault.kind == "stop_reading":
+            return [StopReading()]
+        return []

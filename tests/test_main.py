@@ -1,0 +1,46 @@
+"""``python -m simulator`` and the ``zread-sim`` entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env,
+        check=False,
+    )
+
+
+def test_help_exits_0_and_lists_the_commands() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert done.stderr == ""
+    for command in COMMANDS:
+        assert command in done.stdout
+
+
+def test_no_arguments_exits_2_with_one_line() -> None:
+    done = run()
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_version_exits_0() -> None:
+    done = run("version", "--stdio", "--speed", "0")
+    assert done.returncode == 0
+    assert done.stderr == ""
+    assert done.stdout.count("\n") == 1
+    assert '"done":true' in done.stdout
