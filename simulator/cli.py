@@ -6,7 +6,10 @@ streams as arguments so tests can run it in-process.
 
 Every simulator option is also an environment variable, so a client that spawns plain
 ``zread ...`` can be steered: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
-``ZREAD_SIM_SPEED``. A flag beats its variable.
+``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``. A flag beats its variable.
+
+With ``--home DIR`` the world persists in DIR across commands (``simulator.home``);
+without it nothing is written anywhere.
 """
 
 from __future__ import annotations
@@ -17,11 +20,17 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, BinaryIO, NoReturn
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn
 
+from simulator.driver import Flags
 from statecharts import COMMANDS
 
-__all__ = ["ExitCode", "main"]
+if TYPE_CHECKING:
+    from simulator.home import Home
+    from simulator.scenario import Scenario
+    from simulator.session import Session
+
+__all__ = ["ExitCode", "build_session", "main", "parse_flags"]
 
 PROG = "zread-sim"
 
@@ -61,11 +70,25 @@ def _seed(text: str) -> int:
 _SPEED_TYPE: Any = _speed
 _SEED_TYPE: Any = _seed
 
+_YES = ("1", "true", "yes", "on")
+_NO = ("", "0", "false", "no", "off")
+
+
+def _switch(text: str) -> bool:
+    if text.lower() in _YES:
+        return True
+    if text.lower() in _NO:
+        return False
+    raise argparse.ArgumentTypeError(f"expected 1 or 0 (true/false), got {text!r}")
+
 
 _ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "scenario": ("ZREAD_SIM_SCENARIO", "default", str),
     "seed": ("ZREAD_SIM_SEED", "0", _seed),
     "speed": ("ZREAD_SIM_SPEED", "1", _speed),
+    "home": ("ZREAD_SIM_HOME", "", str),
+    "control": ("ZREAD_SIM_CONTROL", "", str),
+    "frame": ("ZREAD_SIM_FRAME", "0", _switch),
 }
 """option -> (variable, default, parser): what an option falls back to when not given."""
 
@@ -102,6 +125,26 @@ def _simulator_options() -> _Parser:
         type=_SPEED_TYPE,
         help="multiplies every delay; 0 = no delay (ZREAD_SIM_SPEED; default: 1)",
     )
+    group.add_argument(
+        "--home",
+        metavar="DIR",
+        default=None,
+        help="keep the world in DIR across commands (ZREAD_SIM_HOME; default: none, "
+        "nothing is written)",
+    )
+    group.add_argument(
+        "--control",
+        metavar="stdio|unix:PATH",
+        default=None,
+        help="open the admin API on stdio or a Unix socket (ZREAD_SIM_CONTROL; default: off)",
+    )
+    group.add_argument(
+        "--frame",
+        action="store_const",
+        const=True,
+        default=None,
+        help="write events as clijson chunks, the last one also framed (ZREAD_SIM_FRAME=1)",
+    )
     return parent
 
 
@@ -115,24 +158,30 @@ def _parser() -> _Parser:
     parent = _simulator_options()
     for name, summary in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary, parents=[parent])
-        command.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
-        if name == "generate":
-            command.add_argument("-y", "--yes", action="store_true", help="skip select_action")
-            command.add_argument(
-                "--draft-action",
-                choices=("resume", "clear", "cancel"),
-                default="",
-                help="answer the draft prompt",
-            )
-            command.add_argument(
-                "--skip-failed", action="store_true", help="answer a retry gate with skip_all"
-            )
-        if name == "login":
-            command.add_argument("--custom", action="store_true", help="use your own LLM provider")
+        _add_zread_flags(command, name)
     scenarios = sub.add_parser("scenarios", help="list the built-in scenarios, or show one")
     scenarios.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     scenarios.add_argument("name", nargs="?", help="the scenario to show as TOML")
+    sub.add_parser("load", help="run many sessions at once and measure (see: load --help)")
     return parser
+
+
+def _add_zread_flags(command: argparse.ArgumentParser, name: str) -> None:
+    """The flags of ``zread <name>`` itself, as the real command takes them."""
+    command.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
+    if name == "generate":
+        command.add_argument("-y", "--yes", action="store_true", help="skip select_action")
+        command.add_argument(
+            "--draft-action",
+            choices=("resume", "clear", "cancel"),
+            default="",
+            help="answer the draft prompt",
+        )
+        command.add_argument(
+            "--skip-failed", action="store_true", help="answer a retry gate with skip_all"
+        )
+    if name == "login":
+        command.add_argument("--custom", action="store_true", help="use your own LLM provider")
 
 
 def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
@@ -151,24 +200,97 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
     return ExitCode.OK
 
 
-def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    from simulator.driver import Flags
-    from simulator.scenario import load_scenario
-    from simulator.session import Session
-    from simulator.stdio import StdioRunner
-    from statecharts import load_chart
-
-    scenario = load_scenario(args.scenario)
-    flags = Flags(
+def _flags(args: argparse.Namespace) -> Flags:
+    return Flags(
         yes=getattr(args, "yes", False),
         draft_action=getattr(args, "draft_action", ""),
         skip_failed=getattr(args, "skip_failed", False),
         custom=getattr(args, "custom", False),
     )
-    session = Session(
-        load_chart(args.command), scenario, flags=flags, seed=args.seed, speed=args.speed
-    )
-    return StdioRunner(session, stdin, stdout).run()
+
+
+def parse_flags(command: str, args: Sequence[str]) -> Flags:
+    """The zread flags of ``zread <command> *args``; ValueError naming a bad one.
+
+    Only zread's own flags (and ``--stdio``) are taken: a simulator option such as
+    ``--scenario`` is an error here, where it is a keyword argument.
+    """
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
+    parser = _Parser(prog=f"zread {command}", add_help=False)
+    _add_zread_flags(parser, command)
+    try:
+        parsed = parser.parse_args(list(args))
+    except UsageError as error:
+        raise ValueError(f"zread {command}: {error}") from None
+    return _flags(parsed)
+
+
+def build_session(
+    command: str,
+    args: Sequence[str] | Flags = (),
+    *,
+    scenario: str | Scenario = "default",
+    seed: int = 0,
+    speed: float = 1.0,
+    home: Home | None = None,
+) -> Session:
+    """A new session of ``zread <command> *args``, as the process would start it.
+
+    ``args`` are zread's flags, as strings or parsed. ``scenario`` is a built-in name,
+    a TOML path or a loaded :class:`Scenario`; with a ``home``, the world it keeps is
+    laid over the scenario's.
+    """
+    from simulator.scenario import load_scenario
+    from simulator.session import Session
+    from statecharts import load_chart
+
+    loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+    flags = args if isinstance(args, Flags) else parse_flags(command, args)
+    if home is not None:
+        import msgspec
+
+        loaded = msgspec.structs.replace(loaded, world=home.world(loaded.world, seed=seed))
+    return Session(load_chart(command), loaded, flags=flags, seed=seed, speed=speed)
+
+
+def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    from simulator.effects import EffectHost
+    from simulator.home import Home
+    from simulator.stdio import StdioRunner
+
+    home = Home(args.home) if args.home else None
+    try:
+        session = build_session(
+            args.command,
+            _flags(args),
+            scenario=args.scenario,
+            seed=args.seed,
+            speed=args.speed,
+            home=home,
+        )
+        effects = EffectHost(home=home)
+        if args.control:
+            import asyncio
+
+            from simulator.admin import ControlAddressError, serve_process
+
+            control = serve_process(
+                session,
+                args.control,
+                effects=effects,
+                frame=args.frame,
+                in_fd=stdin.fileno(),
+                out_fd=stdout.fileno(),
+            )
+            try:
+                return asyncio.run(control)
+            except ControlAddressError as error:
+                raise UsageError(str(error)) from None
+        return StdioRunner(session, stdin, stdout, effects=effects, frame=args.frame).run()
+    finally:
+        if home is not None:
+            home.close()
 
 
 def main(
@@ -180,10 +302,16 @@ def main(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run the simulator; returns the exit code."""
+    from simulator.home import HomeError
     from simulator.scenario import ScenarioError
     from simulator.session import SessionError
 
     err = stderr or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["load"]:
+        from simulator.load import main as load_main
+
+        return load_main(argv[1:])
     try:
         args = _parser().parse_args(argv)
         _apply_environment(args, os.environ if environ is None else environ)
@@ -196,7 +324,7 @@ def main(
             )
             return ExitCode.USAGE
         return _run(args, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
-    except (UsageError, ScenarioError, SessionError) as error:
+    except (UsageError, ScenarioError, SessionError, HomeError) as error:
         err.write(f"{PROG}: {error}\n")
         return ExitCode.USAGE
     except KeyboardInterrupt:

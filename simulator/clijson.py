@@ -20,10 +20,21 @@ import re
 from typing import Any, Protocol
 
 __all__ = [
-    "BEGIN_MARKER", "CHUNK_MARKER", "END_MARKER", "FrameError", "NoPayloadError",
-    "PayloadDecodeError", "TruncatedFrameError", "chunk_payload", "emit", "emit_chunk",
-    "extract", "unmarshal",
-]  # fmt: skip
+    "BEGIN_MARKER",
+    "CHUNK_MARKER",
+    "END_MARKER",
+    "FrameError",
+    "NoPayloadError",
+    "PayloadDecodeError",
+    "TruncatedFrameError",
+    "chunk_line",
+    "chunk_payload",
+    "emit",
+    "emit_chunk",
+    "extract",
+    "framed",
+    "unmarshal",
+]
 
 BEGIN_MARKER = "<<<cloop-json:begin>>>"
 END_MARKER = "<<<cloop-json:end>>>"
@@ -82,16 +93,27 @@ def _flush(w: _Writer) -> None:
         flush()
 
 
+def framed(payload: bytes) -> bytes:
+    """The framed document around ``payload``: compact JSON with ``<`` ``>`` escaped.
+
+    It starts with a newline, so the begin marker is on a line of its own even after
+    a diagnostic that left its line unfinished.
+    """
+    return b"\n" + _BEGIN + b"\n" + payload + b"\n" + _END + b"\n"
+
+
+def chunk_line(payload: bytes) -> bytes:
+    """One chunk line carrying ``payload`` (compact JSON with ``<`` ``>`` escaped)."""
+    return _CHUNK + payload + b"\n"
+
+
 def emit(w: _Writer, obj: Any) -> None:
-    """Write ``obj`` to ``w`` as a framed JSON document, in one write call.
+    """Write ``obj`` to ``w`` as a framed JSON document (:func:`framed`), in one write.
 
     The payload is marshalled before anything is written, so a value that
-    cannot be serialised raises (TypeError/ValueError) and writes nothing. The
-    frame starts with a newline so the begin marker is on a line of its own
-    even after a diagnostic that left its line unfinished.
+    cannot be serialised raises (TypeError/ValueError) and writes nothing.
     """
-    data = _marshal(obj)
-    w.write(b"\n" + _BEGIN + b"\n" + data + b"\n" + _END + b"\n")
+    w.write(framed(_marshal(obj)))
     _flush(w)
 
 
@@ -102,8 +124,7 @@ def emit_chunk(w: _Writer, obj: Any) -> None:
     so a chunk after an unfinished diagnostic is still read, and a newline
     would only add an empty line to the output a person sees.
     """
-    data = _marshal(obj)
-    w.write(_CHUNK + data + b"\n")
+    w.write(chunk_line(_marshal(obj)))
     _flush(w)
 
 

@@ -51,6 +51,11 @@ class Runtime(Protocol):
     @property
     def seed(self) -> int: ...
 
+    @property
+    def peer_attached(self) -> bool:
+        """True when a control peer is attached (``--control``)."""
+        ...
+
     def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
         """Fire ``trigger`` after the named scenario delay (or a number of seconds)."""
         ...

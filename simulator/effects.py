@@ -12,16 +12,36 @@ The session and the drivers never import the host: they stay sans-I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["EffectHost", "SaveConfig", "SaveLogin", "ServerStarted", "StartServer", "StopServer"]
+if TYPE_CHECKING:
+    from simulator.home import Home
+
+__all__ = [
+    "AskApproval",
+    "CancelApproval",
+    "DraftLeft",
+    "EffectHost",
+    "SaveConfig",
+    "SaveLogin",
+    "ServerStarted",
+    "StartServer",
+    "StopServer",
+    "WikiGenerated",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class SaveConfig:
-    """Persist these config values (``zread config`` saved)."""
+    """Persist these config values (``zread config`` saved).
+
+    ``initial`` holds the values the command started from: a home then writes only the
+    values that differ, so two processes editing different fields both keep theirs.
+    Left empty, every value is written.
+    """
 
     values: dict[str, str]
+    initial: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +51,25 @@ class SaveLogin:
     username: str
     region: str
     model: str
+
+
+@dataclass(frozen=True, slots=True)
+class WikiGenerated:
+    """A generate run finished: the wiki is a new version, now current; no draft is left."""
+
+    pages_done: int
+    pages_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class DraftLeft:
+    """A generate run stopped while running: a draft with ``done`` pages is left."""
+
+    done: int
+
+
+_PERSISTED = (SaveConfig, SaveLogin, WikiGenerated, DraftLeft)
+"""The effects a home keeps; without a home they change nothing anywhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +94,13 @@ class ServerStarted:
 
 @dataclass
 class EffectHost:
-    """Performs effects for the sessions of one runner; :meth:`close` releases all."""
+    """Performs effects for the sessions of one runner; :meth:`close` releases all.
+
+    With a ``home``, what a command saved persists there; without one it is dropped.
+    """
 
     servers: dict[int, Any] = field(default_factory=dict)
+    home: Home | None = None
 
     def perform(self, owner: int, effect: object) -> object | None:
         """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""
@@ -74,10 +117,27 @@ class EffectHost:
             server = self.servers.pop(owner, None)
             if server is not None:
                 server.close()
+        elif isinstance(effect, _PERSISTED) and self.home is not None:
+            self.home.apply(effect)
         return None
 
     def close(self) -> None:
-        """Stop every server still running."""
+        """Stop every server still running, and close the home."""
         for server in self.servers.values():
             server.close()
         self.servers.clear()
+        if self.home is not None:
+            self.home.close()
+
+
+@dataclass(frozen=True, slots=True)
+class AskApproval:
+    """Ask the control peer to play the user in the browser (login's ``authorize``)."""
+
+    url: str
+    timeout_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelApproval:
+    """The authorization is no longer awaited: cancel the pending request."""

@@ -5,7 +5,9 @@ Owns: :class:`Failure`, one ``[[failures]]`` entry of a scenario, and
 
 A failure names a ``point`` (where), optionally a ``target`` (which page), and which
 attempts fail: the listed ``attempts``, else the ``first`` N, else all of them; then
-``probability`` thins them out with a seeded draw. The first matching entry wins.
+``probability`` thins them out with a seeded draw of that very attempt, so the outcome
+does not depend on the order attempts happen in (a change of timing changes nothing).
+The first matching entry wins.
 
 Must not: read the clock or do I/O; it draws only from the RNG it is given.
 """
@@ -71,13 +73,25 @@ class FailurePlan:
         self._by_point: dict[str, list[Failure]] = {}
         for failure in failures:
             self._by_point.setdefault(failure.point, []).append(failure)
-        self._rng = rng
+        self._key = rng.getrandbits(64)
+
+    def add(self, failure: Failure) -> None:
+        """Put ``failure`` ahead of the others at its point."""
+        self._by_point.setdefault(failure.point, []).insert(0, failure)
 
     def check(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
         """The failure that makes this attempt fail, or None."""
-        for failure in self._by_point.get(point, ()):
+        for index, failure in enumerate(self._by_point.get(point, ())):
             if not failure.selects(target, attempt):
                 continue
-            if failure.probability >= 1.0 or self._rng.random() < failure.probability:
+            if (
+                failure.probability >= 1.0
+                or self._draw(point, target, attempt, index) < failure.probability
+            ):
                 return failure
         return None
+
+    def _draw(self, point: str, target: int, attempt: int, index: int) -> float:
+        # One draw per (point, target, attempt, entry), not the next number of a stream:
+        # whether page 3's second attempt fails does not depend on which page ended first.
+        return random.Random(f"{self._key}:{point}:{target}:{attempt}:{index}").random()

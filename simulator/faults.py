@@ -18,6 +18,7 @@ Must not: do I/O, sleep or read the clock; the runner does what the actions say.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 from typing import Literal
@@ -141,20 +142,50 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self._faults)
 
+    def add(self, fault: Fault, *, now: bool = False) -> None:
+        """Add a fault; with ``now``, its point is the next event."""
+        if now:
+            fault = msgspec.structs.replace(fault, after_event=self._events + 1, on_state="")
+        self._faults = [*self._faults, fault]
+        self._fired.append(0)
+
     def actions(self, line: bytes, vm_state: str) -> list[Action]:
-        """What to do for the next event ``line`` (newline included) showing ``vm_state``."""
+        """What to do for the next event ``line`` (newline included) showing ``vm_state``.
+
+        Faults firing at one event compose in a fixed order, whatever their order in
+        the scenario: the event is truncated, then duplicated, then split; then come
+        the additions (diagnostic, stderr, invalid_utf8) in scenario order; last the
+        ending ones (close_stdout, stop_reading, then exit or hang). An ``exit`` mid-line
+        ends the event's bytes at its cut, and nothing follows it.
+        """
         self._events += 1
         entered = vm_state != self._last_state
         self._last_state = vm_state
         firing = [f for i, f in enumerate(self._faults) if self._fires(i, f, vm_state, entered)]
         if not firing:
             return [Write(line)]
-        out: list[Action] = [Write(line)]
-        after: list[Action] = []
+        kinds = {f.kind: f for f in reversed(firing)}  # the first of each kind wins
+        crash = kinds.get("exit")
+        if crash is not None and crash.mid_line:
+            return [Write(line[: self._cut(crash, line)]), Exit(crash.code)]
+        body = [line]
+        if "truncate" in kinds:
+            body = [line[: self._cut(kinds["truncate"], line)] + b"\n"]
+        if "duplicate" in kinds:
+            body = body * 2
+        out: list[Action] = []
+        for data in body:
+            out.extend(self._split(kinds["split"], data) if "split" in kinds else [Write(data)])
         for fault in firing:
-            out = self._change(fault, line, out)
-            after.extend(self._add(fault))
-        return out + after
+            out.extend(self._add(fault))
+        for kind, action in (("close_stdout", CloseStdout()), ("stop_reading", StopReading())):
+            if kind in kinds:
+                out.append(action)
+        if crash is not None:
+            out.append(Exit(crash.code))
+        elif "hang" in kinds:
+            out.append(Hang())
+        return out
 
     def _fires(self, index: int, fault: Fault, vm_state: str, entered: bool) -> bool:
         if fault.times and self._fired[index] >= fault.times:
@@ -172,22 +203,15 @@ class FaultPlan:
         body = len(line) - 1
         return min(fault.at_byte, body) if fault.at_byte else body // 2
 
-    def _change(self, fault: Fault, line: bytes, current: list[Action]) -> list[Action]:
-        if fault.kind == "split":
-            step = max(1, -(-len(line) // fault.pieces))
-            parts: list[Action] = []
-            for start in range(0, len(line), step):
-                if parts:
-                    parts.append(Pause(fault.pause * self._speed))
-                parts.append(Write(line[start : start + step]))
-            return parts
-        if fault.kind == "truncate":
-            return [Write(line[: self._cut(fault, line)] + b"\n")]
-        if fault.kind == "duplicate":
-            return [*current, Write(line)]
-        if fault.kind == "exit" and fault.mid_line:
-            return [Write(line[: self._cut(fault, line)]), Exit(fault.code)]
-        return current
+    def _split(self, fault: Fault, data: bytes) -> list[Action]:
+        pieces = min(fault.pieces, len(data))
+        bounds = [round(i * len(data) / pieces) for i in range(pieces + 1)]
+        out: list[Action] = []
+        for start, end in itertools.pairwise(bounds):
+            if out:
+                out.append(Pause(fault.pause * self._speed))
+            out.append(Write(data[start:end]))
+        return out
 
     def _add(self, fault: Fault) -> list[Action]:
         if fault.kind == "diagnostic":
@@ -197,12 +221,4 @@ class FaultPlan:
             return [Stderr(fault.text or self._rng.choice(_DIAGNOSTICS))]
         if fault.kind == "invalid_utf8":
             return [Write(_INVALID_UTF8)]
-        if fault.kind == "exit" and not fault.mid_line:
-            return [Exit(fault.code)]
-        if fault.kind == "hang":
-            return [Hang()]
-        if fault.kind == "close_stdout":
-            return [CloseStdout()]
-        if fault.kind == "stop_reading":
-            return [StopReading()]
         return []

@@ -44,13 +44,38 @@ from simulator.envelope import (
 from simulator.failures import Failure, FailurePlan
 from simulator.scenario import Scenario
 
-__all__ = ["Session", "SessionError", "Timer"]
+__all__ = ["JournalEntry", "Session", "SessionError", "Timer"]
 
 _OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
 
 
 class SessionError(Exception):
     """The session was used out of order (a caller's bug, not the client's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One line the client sent, and what the session expected when it arrived."""
+
+    time: float
+    line: bytes
+    state: str
+    waiting_for: tuple[str, ...]
+    after_done: bool
+    error: str
+    """Why the line was refused (the event's ``error``), or ``""`` when accepted."""
+
+    def __str__(self) -> str:
+        sent = self.line.decode("utf-8", "replace")
+        if len(sent) > 200:
+            sent = sent[:200] + "..."
+        expected = ", ".join(self.waiting_for) or "nothing (wait for the next event)"
+        if self.after_done:
+            expected = "nothing: the session was done"
+        return (
+            f"at t={self.time:.3f}s in state {self.state}: sent {sent}; "
+            f"expected {expected}: {self.error}"
+        )
 
 
 class _NoParams(msgspec.Struct):
@@ -105,6 +130,9 @@ class Session:
         self._last_vm = b"{}"
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
+        self._journal: list[JournalEntry] = []
+        self.peer_attached = False
+        """True when a control peer can answer requests (set by the runner)."""
         self.driver = chart.model(self)
         self.driver.state = chart.initial
 
@@ -171,6 +199,49 @@ class Session:
         """The waiting_for of the last event."""
         return self._last_waiting_for
 
+    def set_speed(self, speed: float) -> None:
+        """Change ``--speed`` now; pending timers keep the share of their wait done."""
+        if not 0 <= speed < float("inf"):
+            raise SessionError("speed must be a number >= 0")
+        old, self._speed = self._speed, speed * self._scenario.speed
+        for timer in self._live.values():
+            remaining = timer.deadline - self._now
+            timer.deadline = self._now + (remaining * self._speed / old if old else 0.0)
+        self._heap = list(self._live.values())
+        heapq.heapify(self._heap)
+
+    def inject(self, failure: Failure) -> None:
+        """Add a domain failure ahead of the scenario's (the first match wins)."""
+        self._failures.add(failure)
+
+    def deliver(self, trigger: str, **payload: Any) -> list[bytes]:
+        """Fire an internal trigger now (a runner's answer to an effect); its event."""
+        self._require_started()
+        if self._done or not trigger.startswith("_"):
+            return []
+        return [self._emit()] if self._fire(trigger, payload) else []
+
+    def snapshot(self) -> dict[str, Any]:
+        """The session as a control peer sees it: plain data, JSON-ready."""
+        return {
+            "command": self.chart.name,
+            "state": self._shown_state,
+            "chart_state": self.driver.state,
+            "vm": msgspec.json.decode(self._last_vm),
+            "waiting_for": list(self._last_waiting_for),
+            "done": self._done,
+            "clock": self._now,
+            "speed": self._speed,
+            "timers": [
+                {
+                    "trigger": t.trigger,
+                    "deadline": t.deadline,
+                    "in": max(0.0, t.deadline - self._now),
+                }
+                for t in self.pending()
+            ],
+        }
+
     def take_effects(self) -> list[object]:
         """Effects the driver asked for since the last call, oldest first."""
         effects, self._effects = self._effects, []
@@ -194,22 +265,46 @@ class Session:
     def feed(self, line: bytes) -> list[bytes]:
         """Answer one line from the client (without its newline)."""
         self._require_started()
-        if self._done or not line.strip():
+        if not line.strip():
+            return []
+        if self._done:
+            self._record(line, "the session is already done (done:true was written)")
             return []
         if len(line) > MAX_LINE_BYTES:
+            self._record(line[:MAX_LINE_BYTES], _OVERSIZED)
             return [self._reject(_OVERSIZED)]
         try:
             command = decode_command(line)
             if command.type == "quit":
+                self._record(line, "")
                 return [self.quit()]
             spec = self.chart.states[self.driver.state]
             if command.type not in spec.waiting_for:
                 raise RejectedLine(not_allowed(command.type, spec.vm_state))
             params = self._params(command.type, command.params)
         except RejectedLine as rejected:
+            self._record(line, rejected.text)
             return [self._reject(rejected.text)]
+        self._record(line, "")
         self._fire(command.type, {"params": params})
         return [self._emit()]
+
+    @property
+    def journal(self) -> list[JournalEntry]:
+        """Every line the client sent (blank ones aside), with what was expected then."""
+        return self._journal
+
+    @property
+    def violations(self) -> list[JournalEntry]:
+        """The client's mistakes: rejected lines and anything sent after done."""
+        return [entry for entry in self._journal if entry.error]
+
+    def _record(self, line: bytes, error: str) -> None:
+        self._journal.append(
+            JournalEntry(
+                self._now, line, self._shown_state, self._last_waiting_for, self._done, error
+            )
+        )
 
     def quit(self) -> bytes:
         """End the session as ``quit`` does: the vm as it stood, ``done:true``."""

@@ -2,8 +2,9 @@
 
 Owns the lifecycle of FIDELITY section 4: the first event before anything is read;
 timers on the monotonic clock; end of stdin, SIGTERM and SIGINT as ``quit``; a reader
-that went away as a quiet exit; return once ``done:true`` is written. It also carries
-out the scenario's transport faults (``simulator.faults``) as it writes.
+that went away as a quiet exit; return once ``done:true`` is written. What it writes
+comes from :class:`simulator.wire.Wire` (effects, ``--frame`` framing, transport
+faults); it carries out the actions.
 
 Must not: decide anything about the protocol. It reads, feeds, drains, writes and
 sleeps until the next deadline; the session decides the rest.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import selectors
 import signal
 import time
@@ -24,6 +24,7 @@ from simulator import faults
 from simulator.effects import EffectHost
 from simulator.envelope import LineBuffer
 from simulator.session import Session
+from simulator.wire import Wire
 
 __all__ = ["StdioRunner"]
 
@@ -54,18 +55,14 @@ class StdioRunner:
         stderr_fd: int = 2,
         clock: Callable[[], float] = time.monotonic,
         effects: EffectHost | None = None,
+        frame: bool = False,
     ) -> None:
         self.session = session
         self._in_fd = stdin.fileno()
         self._out_fd = stdout.fileno()
         self._err_fd = stderr_fd
         self._clock = clock
-        self._effects = effects or EffectHost()
-        self._faults = faults.FaultPlan(
-            session.scenario.faults,
-            random.Random(f"zread-sim:{session.seed}:transport"),
-            speed=session.speed,
-        )
+        self._wire = Wire(session, effects=effects, frame=frame)
         self._signalled = False
         self._reading = True
         self._selector: selectors.BaseSelector | None = None
@@ -80,7 +77,7 @@ class StdioRunner:
         except _Exit as stop:
             return stop.code
         finally:
-            self._effects.close()
+            self._wire.close()
         return 0
 
     def _loop(self, wakeup: int | None) -> None:
@@ -126,17 +123,8 @@ class StdioRunner:
         selector.close()
 
     def _write(self, events: list[bytes]) -> None:
-        # Effects first: what a driver asked for happens before the client hears of it.
-        for effect in self.session.take_effects():
-            result = self._effects.perform(0, effect)
-            if result is not None:
-                self.session.resolve(effect, result)
-        for event in events:
-            if not self._faults:
-                self._write_bytes(event)
-                continue
-            for action in self._faults.actions(event, self.session.shown_state):
-                self._act(action)
+        for action in self._wire.render(events):
+            self._act(action)
 
     def _act(self, action: faults.Action) -> None:
         if isinstance(action, faults.Write):

@@ -10,6 +10,8 @@ Must not: draw random numbers or do I/O. Drivers read the world; they never writ
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 __all__ = ["Account", "Draft", "Login", "Project", "Release", "Settings", "WikiVersion", "World"]
@@ -67,6 +69,9 @@ class Login(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     models: list[str] = msgspec.field(default_factory=lambda: ["glm-4.6", "glm-4.5-air"])
     authorize_url: str = "https://zread.ai/oauth/authorize"
     auth_timeout: float = 300.0
+    approver: Literal["user", "control"] = "user"
+    """Who approves in the browser: the simulated user (after the ``authorize``
+    delay), or the control peer, when one is attached (``--control``)."""
 
     def __post_init__(self) -> None:
         if not self.models:

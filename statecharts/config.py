@@ -98,7 +98,13 @@ class Model(Driver):
         self.vm.error = f"LLM settings incomplete: {', '.join(empty)} empty" if empty else ""
 
     def save(self, _: Any) -> None:
-        self.rt.effect(SaveConfig({f.json_key: f.value for f in self.vm.fields if f.json_key}))
+        editable = [f for f in self.vm.fields if f.json_key]
+        self.rt.effect(
+            SaveConfig(
+                {f.json_key: f.value for f in editable},
+                initial={f.json_key: f.initial for f in editable},
+            )
+        )
         self.vm.saved = True
 
 

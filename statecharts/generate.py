@@ -16,7 +16,13 @@ Owns: the generate vm and its flow.
   else the run is ``done``.
 
 ``max_concurrent`` and ``max_retries`` come from the world's config, the values
-``zread config`` shows.
+``zread config`` shows. Without a logged-in account the first event is the terminal
+``error`` state.
+
+What a run leaves behind is an effect (a home persists it): a run that ends in
+``done`` after its pages ran is a :class:`~simulator.effects.WikiGenerated`; a
+``cancel`` while running, or a ``quit`` while running or at a gate, is a
+:class:`~simulator.effects.DraftLeft` with the pages done so far.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import msgspec
 
 from simulator import wiki
 from simulator.driver import Driver, InvalidParams
+from simulator.effects import DraftLeft, WikiGenerated
 
 __all__ = ["ACTIONS", "TOOLS", "Catalog", "GenerateVM", "Model", "Pages", "SelectAction", "Task"]
 
@@ -139,6 +146,12 @@ class Model(Driver):
 
     def _has_draft(self) -> bool:
         return self.vm.select_action.scenario == "has_draft"
+
+    def logged_in(self, _: Any) -> bool:
+        if self.rt.scenario.world.account.logged_in:
+            return True
+        self.vm.error = "not logged in: run zread login first"
+        return False
 
     def draft_cancelled(self, _: Any) -> bool:
         return self._has_draft() and self.rt.flags.draft_action == "cancel"
@@ -295,8 +308,23 @@ class Model(Driver):
         self.vm.pages.waiting_retry = False
         self.vm.done_total = self.vm.pages.done
 
+    def record_wiki(self, _: Any) -> None:
+        """The pages ran to the end (or the rest were skipped): a new wiki version."""
+        pages = self.vm.pages
+        self.rt.effect(WikiGenerated(pages_done=pages.done, pages_total=pages.total))
+
+    def leave_draft(self, _: Any = None) -> None:
+        """Stopped while running: the pages done so far are a draft."""
+        self.rt.effect(DraftLeft(self.vm.pages.done))
+
+    def on_quit(self) -> None:
+        if self.state in _LEAVES_DRAFT:
+            self.leave_draft()
+
 
 _RUN = "running"
+_LEAVES_DRAFT = frozenset({"catalog", "catalog_error", "pages", "retry_gate"})
+"""The chart states in which a quit leaves a draft behind."""
 _PAGE_END = [
     {
         "trigger": "_page_done",
@@ -305,7 +333,13 @@ _PAGE_END = [
         "prepare": "finish_page",
         "conditions": "gate_needed",
     },
-    {"trigger": "_page_done", "source": "pages", "dest": "done", "conditions": "all_done"},
+    {
+        "trigger": "_page_done",
+        "source": "pages",
+        "dest": "done",
+        "conditions": "all_done",
+        "before": "record_wiki",
+    },
     {"trigger": "_page_done", "source": "pages", "dest": None},
     {"trigger": "_retry_due", "source": "pages", "dest": None, "after": "retry_due"},
 ]
@@ -340,6 +374,7 @@ CHART = {
         {"name": "error", "terminal": True},
     ],
     "transitions": [
+        {"trigger": "_start", "source": "starting", "dest": "error", "unless": "logged_in"},
         {
             "trigger": "_start",
             "source": "starting",
@@ -374,7 +409,13 @@ CHART = {
             "before": "resume_draft",
         },
         {"trigger": "select_action", "source": "select_action", "dest": "done"},
-        {"trigger": "cancel", "source": ["select_action", "catalog", "pages"], "dest": "done"},
+        {"trigger": "cancel", "source": "select_action", "dest": "done"},
+        {
+            "trigger": "cancel",
+            "source": ["catalog", "pages"],
+            "dest": "done",
+            "before": "leave_draft",
+        },
         {
             "trigger": "_catalog_step",
             "source": "catalog",
@@ -403,8 +444,13 @@ CHART = {
             "dest": "pages",
             "before": "retry_page",
         },
-        {"trigger": "skip_all", "source": "retry_gate", "dest": "done"},
-        {"trigger": "_skip_failed", "source": "retry_gate", "dest": "done"},
+        {"trigger": "skip_all", "source": "retry_gate", "dest": "done", "before": "record_wiki"},
+        {
+            "trigger": "_skip_failed",
+            "source": "retry_gate",
+            "dest": "done",
+            "before": "record_wiki",
+        },
     ],
     "commands": {
         "select_action": {"params": "ActionParams", "check": "check_action"},

@@ -5,7 +5,9 @@ select_model, saving, then done or error. ``--custom`` and the ``__use_own_key__
 region end at once with ``wants_llm_provider_editor:true``. The simulated user
 approves in the browser after the ``authorize`` delay unless a scenario's
 ``authorization`` failure withholds it (``timeout = true``: auth_timeout runs out) or
-denies it (its ``error``).
+denies it (its ``error``). With ``[world.login] approver = "control"`` and a control
+peer attached, the peer approves instead: the driver asks for an
+:class:`~simulator.effects.AskApproval` and the runner delivers ``_answered``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from simulator.driver import Driver, InvalidParams
-from simulator.effects import SaveLogin
+from simulator.effects import AskApproval, CancelApproval, SaveLogin
 
 __all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams"]
 
@@ -49,6 +51,7 @@ class Model(Driver):
     vm: LoginVM
     region = ""
     withheld = False
+    asked_peer = False
 
     def custom_requested(self, _: Any) -> bool:
         return self.rt.flags.custom
@@ -92,9 +95,27 @@ class Model(Driver):
             self.vm.browser_warn = "could not open a browser; open the URL above to log in"
 
     def wait(self, _: Any) -> None:
-        self.vm.auth_timeout = round(self.rt.scenario.world.login.auth_timeout * 1e9)
+        login = self.rt.scenario.world.login
+        self.vm.auth_timeout = round(login.auth_timeout * 1e9)
+        if login.approver == "control" and self.rt.peer_attached:
+            self.asked_peer = True
+            self.rt.effect(AskApproval(str(self.vm.authorize_url), self.vm.auth_timeout))
+
+    def stop_waiting(self, _: Any) -> None:
+        if self.asked_peer:
+            self.asked_peer = False
+            self.rt.effect(CancelApproval())
+
+    def peer_approved(self, event: Any) -> bool:
+        if event.kwargs["approve"]:
+            return True
+        self.vm.error = event.kwargs["reason"] or "authorization denied"
+        return False
 
     def decide_authorization(self, _: Any) -> None:
+        if self.asked_peer:  # the control peer decides, not the simulated user
+            self.withheld = True
+            return
         failure = self.rt.failure("authorization")
         self.withheld = failure is not None
         if failure is not None and not failure.timeout:
@@ -156,6 +177,7 @@ CHART = {
         {
             "name": "waiting",
             "on_enter": "wait",
+            "on_exit": "stop_waiting",
             "timers": [
                 {"after": "authorize", "trigger": "_authorized"},
                 {"after": "world.login.auth_timeout", "trigger": "_expired"},
@@ -214,6 +236,13 @@ CHART = {
             "unless": "authorization_withheld",
         },
         {"trigger": "_expired", "source": "waiting", "dest": "error", "before": "timed_out"},
+        {
+            "trigger": "_answered",
+            "source": "waiting",
+            "dest": "select_model",
+            "conditions": "peer_approved",
+        },
+        {"trigger": "_answered", "source": "waiting", "dest": "error"},
         {
             "trigger": "select_model",
             "source": "select_model",

@@ -82,7 +82,21 @@ def test_probability_one_always_fails() -> None:
 
 def outcomes(seed: int, probability: float, n: int = 2000) -> list[bool]:
     plan = FailurePlan([failure(probability=probability)], random.Random(seed))
-    return [plan.check("page", target=1, attempt=1) is not None for _ in range(n)]
+    return [
+        plan.check("page", target=1 + i % 40, attempt=1 + i // 40) is not None for i in range(n)
+    ]
+
+
+def test_an_attempts_outcome_does_not_depend_on_the_order_of_checks() -> None:
+    keys = [(target, attempt) for target in range(1, 30) for attempt in range(1, 4)]
+    forward = FailurePlan([failure(probability=0.5)], random.Random(5))
+    backward = FailurePlan([failure(probability=0.5)], random.Random(5))
+    ahead = {k: forward.check("page", target=k[0], attempt=k[1]) is not None for k in keys}
+    behind = {
+        k: backward.check("page", target=k[0], attempt=k[1]) is not None for k in reversed(keys)
+    }
+    assert ahead == behind
+    assert 0 < sum(ahead.values()) < len(keys)
 
 
 def test_probability_half_is_roughly_half() -> None:

@@ -1,0 +1,78 @@
+"""From a session's event lines to what a runner writes: one pipeline for every runner.
+
+Owns: :class:`Wire`, the step between the session and the bytes, shared by the process
+runners (``simulator.stdio``, ``simulator.aio``): carry out the effects the driver asked
+for (before the client hears of them), wrap each event in clijson framing when asked
+(``--frame``: a chunk line per event, and the final one also framed), and pass the
+result through the scenario's transport faults. What comes out is a list of
+:mod:`simulator.faults` actions; without faults or framing it is one write per event.
+
+Must not: write, sleep or read the clock: a runner carries the actions out.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from simulator import clijson, faults
+from simulator.effects import EffectHost
+from simulator.session import Session
+
+__all__ = ["Wire"]
+
+
+class Wire:
+    """The output side of one session."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        effects: EffectHost | None = None,
+        frame: bool = False,
+        owner: int = 0,
+    ) -> None:
+        self.session = session
+        self.effects = effects or EffectHost()
+        self.frame = frame
+        self.faults = faults.FaultPlan(
+            session.scenario.faults,
+            random.Random(f"zread-sim:{session.seed}:transport"),
+            speed=session.speed,
+        )
+        self._owner = owner
+        self.intercept: Callable[[object], bool] | None = None
+        """Offered each effect first; True means it took care of it (a control peer)."""
+
+    def perform_effects(self) -> None:
+        """Carry out what the driver asked for, handing results back to the session."""
+        for effect in self.session.take_effects():
+            if self.intercept is not None and self.intercept(effect):
+                continue
+            result = self.effects.perform(self._owner, effect)
+            if result is not None:
+                self.session.resolve(effect, result)
+
+    def render(self, events: list[bytes]) -> list[faults.Action]:
+        """The actions that write ``events`` (each produced by the last session call)."""
+        self.perform_effects()
+        actions: list[faults.Action] = []
+        for event in events:
+            data = self._framed(event) if self.frame else event
+            if self.faults:
+                actions.extend(self.faults.actions(data, self.session.shown_state))
+            else:
+                actions.append(faults.Write(data))
+        return actions
+
+    def _framed(self, event: bytes) -> bytes:
+        payload = event[:-1]
+        data = clijson.chunk_line(payload)
+        if self.session.done:
+            data += clijson.framed(payload)
+        return data
+
+    def close(self) -> None:
+        """Release what the effects hold (servers, the home)."""
+        self.effects.close()

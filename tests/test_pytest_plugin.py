@@ -1,0 +1,262 @@
+"""Tests for simulator.pytest_plugin: the ``zread_sim`` and ``zread_bin`` fixtures.
+
+Most tests run small test files with ``pytester`` (inline, in this process), so they
+see the plugin exactly as a user's suite does: installed, with no conftest. The last
+ones use the fixtures in this module directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from simulator.virtual import SimSession, ZreadSim
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_fixtures_need_no_conftest(pytester: pytest.Pytester) -> None:
+    assert not list(pytester.path.glob("conftest.py"))
+    pytester.makepyfile(
+        """
+        from simulator.virtual import SimSession, ZreadSim
+
+        def test_sim(zread_sim):
+            assert isinstance(zread_sim, ZreadSim)
+            session = zread_sim.start("generate", "-y", scenario="flaky-pages")
+            assert isinstance(session, SimSession)
+            done = session.wait_done()
+            assert done["vm"]["done_total"] == 16
+            assert not session.violations
+
+        def test_bin(zread_bin):
+            assert zread_bin.name == "zread"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+def test_zread_bin_is_the_zread_found_first_on_path(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import json, os, shutil, subprocess
+
+        def test_which(zread_bin):
+            assert shutil.which("zread") == str(zread_bin)
+            assert os.access(zread_bin, os.X_OK)
+            assert os.environ["PATH"].split(os.pathsep)[0] == str(zread_bin.parent)
+
+        def test_runs_the_simulator(zread_bin):
+            done = subprocess.run(
+                ["zread", "version", "--stdio"], capture_output=True, timeout=30, check=True
+            )
+            lines = done.stdout.splitlines()
+            assert len(lines) == 1
+            event = json.loads(lines[0])
+            assert event["done"] is True and event["waiting_for"] == []
+            assert event["vm"]["version"]
+
+        def test_steered_by_the_environment(zread_bin, monkeypatch):
+            monkeypatch.setenv("ZREAD_SIM_SCENARIO", "empty")
+            monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+            done = subprocess.run(
+                ["zread", "browse", "--stdio"], capture_output=True, timeout=30, check=True
+            )
+            (line,) = done.stdout.splitlines()
+            assert json.loads(line)["vm"]["state"] == "no_wiki"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+def test_simulator_variables_never_leak_into_a_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Set in the environment the test suite runs in: cleared for tests using zread_bin.
+    monkeypatch.setenv("ZREAD_SIM_SEED", "5")
+    monkeypatch.setenv("ZREAD_SIM_SCENARIO", "versions")
+    pytester.makepyfile(
+        """
+        import json, os, subprocess
+
+        def test_1_sets(zread_bin, monkeypatch):
+            assert "ZREAD_SIM_SEED" not in os.environ
+            assert "ZREAD_SIM_SCENARIO" not in os.environ
+            monkeypatch.setenv("ZREAD_SIM_SCENARIO", "empty")
+            monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+
+        def test_2_sees_none_of_it(zread_bin):
+            # Only the fresh home the fixture gives every test.
+            leaked = sorted(k for k in os.environ if k.startswith("ZREAD_SIM_"))
+            assert leaked == ["ZREAD_SIM_HOME"]
+            assert os.listdir(os.environ["ZREAD_SIM_HOME"]) == []
+            done = subprocess.run(
+                ["zread", "browse", "--stdio"], input=b"", capture_output=True, timeout=30
+            )
+            first = json.loads(done.stdout.splitlines()[0])
+            assert first["vm"]["state"] == "loading"  # the default scenario, one wiki
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    # And the outer environment is as it was.
+    assert os.environ["ZREAD_SIM_SEED"] == "5"
+    assert os.environ["ZREAD_SIM_SCENARIO"] == "versions"
+
+
+def test_sessions_are_closed_after_each_test(pytester: pytest.Pytester) -> None:
+    url_file = pytester.path / "url.txt"
+    pytester.makepyfile(
+        f"""
+        import urllib.error, urllib.request
+        from pathlib import Path
+
+        URL_FILE = Path({str(url_file)!r})
+
+        def test_1_serves(zread_sim):
+            session = zread_sim.start("browse")
+            url = session.wait_state("serving")["vm"]["url"]
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.status == 200
+            URL_FILE.write_text(url)
+            # No quit, no close: the fixture must do it.
+
+        def test_2_server_is_gone():
+            url = URL_FILE.read_text()
+            try:
+                urllib.request.urlopen(url, timeout=5)
+            except urllib.error.URLError as err:
+                assert isinstance(err.reason, ConnectionRefusedError)
+            else:
+                raise AssertionError(f"{{url}} still answers after its test ended")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert url_file.read_text().startswith("http://127.0.0.1:")
+
+
+def test_a_failing_wait_shows_the_simulation_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_forgets_the_prompt(zread_sim):
+            session = zread_sim.start("generate")
+            session.wait_done()
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["E *.SimulationError: the session is waiting for the client*'select_action'*"]
+    )
+
+
+def test_a_conftest_can_override_the_fixtures(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+        from simulator.virtual import ZreadSim
+
+        class EmptyWorld(ZreadSim):
+            def start(self, command, *args, scenario="empty", **kwargs):
+                return super().start(command, *args, scenario=scenario, **kwargs)
+
+        @pytest.fixture
+        def zread_sim():
+            sim = EmptyWorld()
+            yield sim
+            sim.close()
+
+        @pytest.fixture
+        def zread_bin(zread_bin, monkeypatch):
+            monkeypatch.setenv("ZREAD_SIM_SCENARIO", "up-to-date")
+            monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+            return zread_bin
+        """
+    )
+    pytester.makepyfile(
+        """
+        import json, shutil, subprocess
+
+        def test_sim_default_changed(zread_sim):
+            session = zread_sim.start("browse")
+            assert session.last["done"] and session.vm["state"] == "no_wiki"
+
+        def test_bin_default_changed(zread_bin):
+            assert shutil.which("zread") == str(zread_bin)
+            done = subprocess.run(
+                ["zread", "update", "--stdio"], input=b"", capture_output=True, timeout=30
+            )
+            last = json.loads(done.stdout.splitlines()[-1])
+            assert last["done"] and last["vm"]["state"] == "up_to_date"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+# -- the fixtures, used here directly -----------------------------------------------------
+
+
+def test_zread_sim_fixture_starts_sessions(zread_sim: ZreadSim) -> None:
+    session = zread_sim.start("login", scenario="login-timeout", speed=0)
+    assert isinstance(session, SimSession) and zread_sim.sessions == [session]
+    session.send("select_region", region="global")
+    error = session.wait_done()
+    assert error["vm"]["state"] == "error" and error["vm"]["error"]
+    assert not session.violations
+
+
+def test_zread_sim_fixture_is_fresh_for_each_test(zread_sim: ZreadSim) -> None:
+    assert zread_sim.sessions == []
+
+
+def test_zread_bin_fixture_runs_zread(zread_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert shutil.which("zread") == str(zread_bin)
+    assert [k for k in os.environ if k.startswith("ZREAD_SIM_")] == ["ZREAD_SIM_HOME"]
+    monkeypatch.setenv("ZREAD_SIM_SCENARIO", "failing-pages")
+    monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+    monkeypatch.setenv("ZREAD_SIM_SEED", "7")
+    done = subprocess.run(
+        ["zread", "generate", "-y", "--skip-failed", "--stdio"],
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        check=True,
+    )
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True and last["vm"]["done_total"] == 14
+    failed = [t["id"] for t in last["vm"]["pages"]["tasks"] if t["state"] == "failed"]
+    assert failed == [3, 7]
+    assert b"Traceback" not in done.stderr
+
+
+def test_closing_zread_sim_stops_its_servers(zread_sim: ZreadSim) -> None:
+    session = zread_sim.start("browse", speed=0)
+    url = session.wait_state("serving")["vm"]["url"]
+    zread_sim.close()
+    assert session.done and zread_sim.sessions == []
+    with pytest.raises(urllib.error.URLError) as info:
+        urllib.request.urlopen(url, timeout=5)
+    assert isinstance(info.value.reason, ConnectionRefusedError)
+
+
+def test_zread_sim_ignores_the_simulator_variables(
+    zread_sim: ZreadSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In-process sessions take their scenario, seed and speed from start() only.
+    monkeypatch.setenv("ZREAD_SIM_SCENARIO", "empty")
+    monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+    session = zread_sim.start("browse")
+    assert session.vm["state"] == "loading"
+    session.wait_state("serving")
+    assert session.now > 0
