@@ -2,8 +2,8 @@
 
 Owns: the update vm and its flow: checking, then up_to_date, package_manager,
 has_update or error; downloading in ``download_steps`` progress events whose bytes and
-percent never decrease and end at 100 (or break at a scenario's ``at_percent``);
-confirm_restart; done. The simulator never replaces a binary.
+percent never decrease and end at 100 (or break at a scenario's ``at_percent``), the
+last ``downloading`` event showing 100; confirm_restart; done. The simulator never replaces a binary.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class Model(Driver):
     _step = 0
     _break_at: float | None = None
     _break_error = ""
+    _verified = False
 
     def begin(self, _: Any) -> None:
         self.vm.current_version = self.rt.scenario.world.release.current_version
@@ -78,6 +79,9 @@ class Model(Driver):
             self._break_error = failure.error or "download failed: connection reset by peer"
 
     def step_download(self, _: Any) -> None:
+        if self.vm.downloaded_bytes >= self.vm.total_bytes:
+            self._verified = True  # the step after 100%: the download is checked, done
+            return
         self._step += 1
         percent = 100.0 * self._step / self.rt.scenario.world.release.download_steps
         if self._break_at is not None and percent >= self._break_at:
@@ -91,7 +95,7 @@ class Model(Driver):
         return bool(self.vm.error)
 
     def download_complete(self, _: Any) -> bool:
-        return self.vm.downloaded_bytes >= self.vm.total_bytes
+        return self._verified
 
 
 CHART = {

@@ -1,4 +1,5 @@
-"""Every ```python example of docs/testing.md runs, and passes.
+"""Every ```python example of docs/testing.md (and every test example of the README)
+runs, and passes.
 
 An example with a ``def test_`` is a test file: it runs under pytester (inline, with
 the installed plugin and no conftest) and each of its tests must pass. Any other
@@ -62,3 +63,19 @@ def test_script_example_runs(block: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+README = DOC.parent.parent / "README.md"
+README_TESTS = [b for b in _BLOCK.findall(README.read_text(encoding="utf-8")) if "def test_" in b]
+
+
+def test_the_readme_has_a_test_example() -> None:
+    assert README_TESTS
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("block", README_TESTS, ids=[block_id(b) for b in README_TESTS])
+def test_readme_test_example_passes(block: str, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_readme_example=block)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(re.findall(r"^def test_", block, re.MULTILINE)))

@@ -599,7 +599,8 @@ def test_update_at_speed_zero_finishes_in_one_advance() -> None:
     out = session.advance(0.0)
     states = [event(line)["vm"]["state"] for line in out]
     assert states[-1] == "confirm_restart"
-    assert len(out) == load_scenario().world.release.download_steps
+    # One event per step, the last at 100%, then confirm_restart.
+    assert len(out) == load_scenario().world.release.download_steps + 1
     assert session.now == 0.0
 
 
