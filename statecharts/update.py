@@ -3,7 +3,8 @@
 Owns: the update vm and its flow: checking, then up_to_date, package_manager,
 has_update or error; downloading in ``download_steps`` progress events whose bytes and
 percent never decrease and end at 100 (or break at a scenario's ``at_percent``), the
-last ``downloading`` event showing 100; confirm_restart; done. The simulator never replaces a binary.
+last ``downloading`` event showing 100; confirm_restart; done. The simulator never
+replaces a binary.
 """
 
 from __future__ import annotations
