@@ -69,6 +69,7 @@ def install(conn: Conn, channel: Channel) -> None:
     """Register the admin handlers for ``channel`` on ``conn``."""
 
     async def snapshot(_: dict[str, Any]) -> dict[str, Any]:
+        channel.sync()
         return {**channel.session.snapshot(), "paused": channel.paused}
 
     async def inject(request: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +123,11 @@ class _Approvals:
         self._channel = channel
         self._conns = conns
         self._task: asyncio.Task[None] | None = None
+
+    async def settle(self) -> None:
+        """Let a cancelled request send its control_cancel_request before the end."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
 
     def intercept(self, effect: object) -> bool:
         if isinstance(effect, AskApproval) and self._conns:
@@ -260,6 +266,7 @@ async def serve_process(
             peer = Conn(writer.write)
             install(peer, channel)
             conns.append(peer)
+            session.peer_attached = True
             try:
                 while line := await reader.readline():
                     peer.handle_frame(line)
@@ -267,6 +274,7 @@ async def serve_process(
                 pass  # shutting down, the peer went away, or an over-long line
             finally:
                 conns.remove(peer)
+                session.peer_attached = bool(conns)
                 peer.close()
                 writer.close()
 
@@ -275,11 +283,19 @@ async def serve_process(
             server = await asyncio.start_unix_server(on_peer, path, limit=1 << 22)
         finally:
             os.umask(old_umask)
-    session.peer_attached = bool(conns) or kind == "unix"
+    session.peer_attached = bool(conns)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, channel.quit)
+
+    def on_hang() -> None:  # a stuck process: signals do what they do by default
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+        stop_reading.set()
+
+    channel.on_hang = on_hang
 
     async def pump() -> None:
         async for line in _read_lines(in_fd, stop_reading):
@@ -295,6 +311,7 @@ async def serve_process(
     reader = loop.create_task(pump())
     try:
         code = await channel.done
+        await approvals.settle()
     finally:
         reader.cancel()
         for conn in conns:

@@ -102,6 +102,9 @@ class Channel:
         self.wakeup: float | None = None
         self.origin = hub.time()
         self.done = hub.loop.create_future()
+        self.on_hang: Callable[[], None] | None = None
+        """Called when a ``hang`` fault stops the channel for good."""
+        self._hung = False
         self._paused_at: float | None = None
         self._stopped = False
         self._backlog: deque[faults.Action] = deque()
@@ -154,12 +157,16 @@ class Channel:
             if self.hub.on_fire is not None:
                 self.hub.on_fire(self, t - deadline)
             self._out(batch, reschedule=False)
+        if not self._stopped and not self.session.done:
+            self.session.advance(t)  # nothing is due: only the clock moves
         self._after()
 
-    def _catch_up(self) -> None:
-        """Fire timers already due, so a line arrives after them, as in the process."""
+    def sync(self) -> None:
+        """Bring the session to now: fire timers already due, move its clock."""
         if self._paused_at is None:
             self.tick(self.hub.time())
+
+    _catch_up = sync  # a line arrives after the timers due before it, as in the process
 
     # -- admin -----------------------------------------------------------------------
 
@@ -199,6 +206,8 @@ class Channel:
             self._after()
 
     def _after(self) -> None:
+        if self._hung:
+            return
         if self.session.done and not self.done.done() and not self._backlog:
             self.done.set_result(0)
         if not self._stopped:
@@ -228,7 +237,10 @@ class Channel:
                 self.done.set_result(action.code)
         elif isinstance(action, faults.Hang):
             self._stop()
+            self._hung = True
             self._backlog.clear()
+            if self.on_hang is not None:
+                self.on_hang()
         elif isinstance(action, faults.CloseStdout):
             self.endpoint.close_output()
         elif isinstance(action, faults.StopReading):

@@ -161,6 +161,8 @@ class FaultPlan:
         self._events += 1
         entered = vm_state != self._last_state
         self._last_state = vm_state
+        if not self._faults:
+            return [Write(line)]
         firing = [f for i, f in enumerate(self._faults) if self._fires(i, f, vm_state, entered)]
         if not firing:
             return [Write(line)]

@@ -76,7 +76,7 @@ def zread_bin(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 
 
 @pytest.fixture
-def zread_remote(monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
+def zread_remote(zread_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
     """The admin API of the next ``zread`` this test starts (with ``zread_bin``).
 
     Sets ``ZREAD_SIM_CONTROL=unix:...`` for the test; ``zread_remote.snapshot()``,

@@ -13,6 +13,7 @@ test needs no event loop; the frames are the same.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -127,10 +128,9 @@ class Remote:
         deadline = time.monotonic() + seconds
         while True:
             try:
-                message = self._read_frame(deadline)
+                self._answer(self._read_frame(deadline))
             except RemoteError:
                 return
-            self._answer(message)
 
     # -- inside ------------------------------------------------------------------------
 
@@ -153,11 +153,15 @@ class Remote:
         else:
             error = f"Unsupported control request subtype: {request.get('subtype')}"
             response = {"subtype": "error", "request_id": request_id, "error": error}
-        self._send({"type": "control_response", "response": response})
+        with contextlib.suppress(RemoteError):  # gone meanwhile: what it sent is still read
+            self._send({"type": "control_response", "response": response})
 
     def _send(self, frame: dict[str, Any]) -> None:
         assert self._sock is not None
-        self._sock.sendall(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        try:
+            self._sock.sendall(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        except OSError as err:
+            raise RemoteError(f"the simulator is gone: {err.strerror or err}") from None
 
     def _read_frame(self, deadline: float) -> dict[str, Any]:
         assert self._sock is not None
@@ -170,6 +174,8 @@ class Remote:
                 data = self._sock.recv(1 << 16)
             except TimeoutError:
                 raise RemoteError("no answer from the simulator in time") from None
+            except OSError as err:
+                raise RemoteError(f"the simulator is gone: {err.strerror or err}") from None
             if not data:
                 raise RemoteError("the simulator closed the control connection")
             self._buffer += data

@@ -58,20 +58,19 @@ class Wire:
         """The actions that write ``events`` (each produced by the last session call)."""
         self.perform_effects()
         actions: list[faults.Action] = []
-        for event in events:
-            data = self._framed(event) if self.frame else event
-            if self.faults:
-                actions.extend(self.faults.actions(data, self.session.shown_state))
-            else:
-                actions.append(faults.Write(data))
+        last = len(events) - 1
+        for index, event in enumerate(events):
+            data = self._framed(event, final=self.session.done and index == last)
+            # Every event is counted, so a fault added later still finds its event.
+            actions.extend(self.faults.actions(data, self.session.shown_state))
         return actions
 
-    def _framed(self, event: bytes) -> bytes:
+    def _framed(self, event: bytes, *, final: bool) -> bytes:
+        if not self.frame:
+            return event
         payload = event[:-1]
         data = clijson.chunk_line(payload)
-        if self.session.done:
-            data += clijson.framed(payload)
-        return data
+        return data + clijson.framed(payload) if final else data
 
     def close(self) -> None:
         """Release what the effects hold (servers, the home)."""
