@@ -4,8 +4,8 @@ Owns: :class:`ReferenceClient`, whose ``answer`` looks at one event and returns 
 command line a client that wants each command to finish would send, or None when the
 event asks for nothing (``waiting_for`` without a gate of its own, or done). It
 retries each failed page once and the catalog once, then gives up (``skip_all``,
-``quit``), so a run always ends. The load runner drives every session with one;
-tests use it to script whole runs.
+``quit``), so a run always ends; in ``config`` it changes one field, then saves. The
+load runner drives every session with one; tests use it to script whole runs.
 
 Must not: do I/O; it reads the events it is given.
 """
@@ -29,6 +29,7 @@ class ReferenceClient:
     def __init__(self) -> None:
         self.retried: set[int] = set()
         self.catalog_retries = 0
+        self.config_edited = False
 
     def answer(self, event: dict[str, Any]) -> bytes | None:
         """The command for this event's gate, or None when it asks for nothing."""
@@ -64,8 +65,11 @@ class ReferenceClient:
             return command_line("download")
         if "restart" in waiting:
             return command_line("restart")
-        if "save" in waiting:
-            return command_line("save")
+        if "update_fields" in waiting:  # config: change one field, then save
+            if self.config_edited:
+                return command_line("save")
+            self.config_edited = True
+            return command_line("update_fields", fields={"language": "de"})
         if waiting == ["quit"] and vm.get("state") == "serving":
             return command_line("quit")
         return None

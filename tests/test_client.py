@@ -96,16 +96,21 @@ def test_select_version() -> None:
         ),
         (["download", "quit"], {}, {"type": "download", "params": {}}),
         (["restart", "skip_restart", "quit"], {}, {"type": "restart", "params": {}}),
-        (
-            ["update_fields", "save", "reload_llm", "quit"],
-            {"state": "editing"},
-            {"type": "save", "params": {}},
-        ),
         (["quit"], {"state": "serving"}, {"type": "quit", "params": {}}),
     ],
 )
 def test_each_gate(waiting_for: list[str], vm: dict[str, Any], expected: dict[str, Any]) -> None:
     assert decoded(ReferenceClient().answer(event(waiting_for, **vm))) == expected
+
+
+def test_config_changes_one_field_then_saves() -> None:
+    client = ReferenceClient()
+    editing = event(["update_fields", "save", "reload_llm", "quit"])
+    assert decoded(client.answer(editing)) == {
+        "type": "update_fields",
+        "params": {"fields": {"language": "de"}},
+    }
+    assert decoded(client.answer(editing)) == {"type": "save", "params": {}}
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from simulator.client import ReferenceClient
 from simulator.scenario import builtin_names, load_scenario
 from simulator.virtual import SimSession, SimulationError, TranscriptLine, ZreadSim, start
 
@@ -29,56 +30,14 @@ COMMANDS: list[tuple[str, ...]] = [
 """Every command zread has, generate both with and without its prompt."""
 
 
-def encode(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-class GateClient:
-    """A well-behaved client: answers each gate once it is shown, and nothing else."""
-
-    def __init__(self) -> None:
-        self.config_edited = False
-
-    def answer(self, event: dict[str, Any]) -> bytes | None:
-        if event["done"]:
-            return None
-        vm, waiting_for = event["vm"], event["waiting_for"]
-        if "select_action" in waiting_for:
-            action = "resume" if vm["select_action"]["scenario"] == "has_draft" else "generate"
-            return encode({"type": "select_action", "params": {"action": action}})
-        if "retry_catalog" in waiting_for:
-            return encode({"type": "retry_catalog"})
-        if "retry" in waiting_for:
-            failed = [t["id"] for t in vm["pages"]["tasks"] if t["state"] == "failed"]
-            return encode({"type": "retry", "params": {"task_id": failed[0]}})
-        if "select_version" in waiting_for:
-            return encode({"type": "select_version", "params": {"current": True}})
-        if vm.get("state") == "serving":
-            return encode({"type": "quit"})
-        if "select_region" in waiting_for:
-            return encode({"type": "select_region", "params": {"region": "global"}})
-        if "select_model" in waiting_for:
-            return encode({"type": "select_model", "params": {"model": vm["avail_models"][0]}})
-        if "download" in waiting_for:
-            return encode({"type": "download"})
-        if "restart" in waiting_for:
-            return encode({"type": "restart"})
-        if "update_fields" in waiting_for:
-            if self.config_edited:
-                return encode({"type": "save"})
-            self.config_edited = True
-            return encode({"type": "update_fields", "params": {"fields": {"language": "de"}}})
-        return None
-
-
 def drive(session: SimSession) -> dict[str, Any]:
-    """Run ``session`` to its end with a :class:`GateClient`; the done event."""
-    client = GateClient()
+    """Run ``session`` to its end with a :class:`ReferenceClient`; the done event."""
+    client = ReferenceClient()
     while True:
         event = session.wait_for(lambda _: True)
         line = client.answer(event)
         if line is not None:
-            answer = session.send_line(line)
+            answer = session.send_line(line.rstrip(b"\n"))
             assert len(answer) == 1 and answer[0]["error"] == "", answer
         if event["done"]:
             return event
@@ -430,14 +389,14 @@ def test_quit_is_accepted_in_every_state(argv: tuple[str, ...], scenario: str, s
         return event["vm"].get("state", "editing") == state
 
     with start(*argv, scenario=scenario) as session:
-        client = GateClient()
+        client = ReferenceClient()
         while True:
             event = session.wait_for(lambda _: True)
             if reached(event):
                 break
             line = client.answer(event)
             if line is not None:
-                session.send_line(line)
+                session.send_line(line.rstrip(b"\n"))
         assert event is session.last
         before = session.last
         (final,) = session.send("quit")

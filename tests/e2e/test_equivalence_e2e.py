@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from simulator.client import ReferenceClient
 from simulator.scenario import Scenario, builtin_names, load_scenario
 from simulator.virtual import start
 
@@ -56,48 +57,6 @@ def normalise(line: bytes) -> bytes:
     return _PORT.sub(b'"url":"http://127.0.0.1:PORT/', line)
 
 
-def encode(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-class ReferenceClient:
-    """Answers gate states only; one instance per run."""
-
-    def __init__(self) -> None:
-        self.config_edited = False
-
-    def answer(self, event: dict[str, Any]) -> bytes | None:
-        if event["done"]:
-            return None
-        vm, waiting_for = event["vm"], event["waiting_for"]
-        if "select_action" in waiting_for:
-            action = "resume" if vm["select_action"]["scenario"] == "has_draft" else "generate"
-            return encode({"type": "select_action", "params": {"action": action}})
-        if "retry_catalog" in waiting_for:
-            return encode({"type": "retry_catalog"})
-        if "retry" in waiting_for:
-            failed = [t["id"] for t in vm["pages"]["tasks"] if t["state"] == "failed"]
-            return encode({"type": "retry", "params": {"task_id": failed[0]}})
-        if "select_version" in waiting_for:
-            return encode({"type": "select_version", "params": {"current": True}})
-        if vm.get("state") == "serving":
-            return encode({"type": "quit"})
-        if "select_region" in waiting_for:
-            return encode({"type": "select_region", "params": {"region": "global"}})
-        if "select_model" in waiting_for:
-            return encode({"type": "select_model", "params": {"model": vm["avail_models"][0]}})
-        if "download" in waiting_for:
-            return encode({"type": "download"})
-        if "restart" in waiting_for:
-            return encode({"type": "restart"})
-        if "update_fields" in waiting_for:
-            if self.config_edited:
-                return encode({"type": "save"})
-            self.config_edited = True
-            return encode({"type": "update_fields", "params": {"fields": {"language": "de"}}})
-        return None
-
-
 # -- the two runs ------------------------------------------------------------------------
 
 
@@ -110,7 +69,7 @@ def virtual_run(argv: tuple[str, ...], scenario: str, seed: int | None) -> list[
             event = session.wait_for(lambda _: True)
             line = client.answer(event)
             if line is not None:
-                session.send_line(line)
+                session.send_line(line.rstrip(b"\n"))
             if event["done"]:
                 break
         assert not session.violations, [str(v) for v in session.violations]
@@ -178,7 +137,7 @@ def process_run(
                 answer = client.answer(event)
                 if answer is not None and not popen.stdin.closed:
                     try:
-                        popen.stdin.write(answer + b"\n")
+                        popen.stdin.write(answer)
                         popen.stdin.flush()
                     except BrokenPipeError:
                         pass
