@@ -85,10 +85,13 @@ class Hub:
             if channel.wakeup == deadline:  # else a stale entry: the channel moved on
                 channel.wakeup = None
                 channel.tick(now)
-        if self._heap:
-            deadline = self._heap[0][0]
-            self._armed_at = deadline
-            self._armed = self.loop.call_at(deadline, self._fire)
+        while self._heap and self._heap[0][2].wakeup != self._heap[0][0]:
+            heapq.heappop(self._heap)  # stale: that channel moved on; no wake-up for it
+        if self._heap and self._heap[0][0] < self._armed_at:
+            if self._armed is not None:  # a tick above re-armed through schedule()
+                self._armed.cancel()
+            self._armed_at = self._heap[0][0]
+            self._armed = self.loop.call_at(self._armed_at, self._fire)
 
 
 class Channel:
