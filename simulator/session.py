@@ -119,7 +119,7 @@ class Session:
         self._seed = seed
         self._now = now
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
-        self._rng = random.Random(f"zread-sim:{seed}:world")
+        self._rng: random.Random | None = None  # drawn from rarely: made on first use
         self._failures = FailurePlan(scenario.failures, random.Random(f"zread-sim:{seed}:failures"))
         self._heap: list[Timer] = []
         self._live: dict[int, Timer] = {}
@@ -144,6 +144,8 @@ class Session:
 
     @property
     def rng(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random(f"zread-sim:{self._seed}:world")
         return self._rng
 
     @property

@@ -5,8 +5,10 @@ Lifecycle", ...), the same for a given seed, project and version whichever comma
 asks, so generate's catalog is the one browse serves.
 
 Fake data comes from faker, seeded, with a small provider of code-wiki vocabulary.
-faker costs ~150 ms to import, so it is imported on the first draw, and one instance is
-kept per process (re-seeded before every use, so no draw depends on an earlier one).
+faker costs ~150 ms to import and ~15 MB, so only page bodies use it (browse serving a
+page), imported on the first draw; one instance is kept per process, re-seeded before
+every use so no draw depends on an earlier one. Titles, ids and dates come from
+``random`` seeded the same way.
 Results are cached: thousands of sessions with one seed draw the wiki once.
 
 Must not: do I/O or read the clock (dates are drawn, never "now").
@@ -162,19 +164,13 @@ def page_body(seed: int, project: str, page: Page, version: int = 0) -> tuple[st
 
 @functools.lru_cache(maxsize=256)
 def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
+    """Ids and dates of ``count`` versions, drawn with ``random`` (faker is not needed)."""
+    rng = _rng(seed, "versions")
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    end = start + dt.timedelta(days=300)
-    with _FAKER_LOCK:
-        fake = _faker()
-        fake.seed_instance(_rng(seed, "versions").getrandbits(64))
-        stamps = sorted(
-            fake.date_time_between(start_date=start, end_date=end, tzinfo=dt.UTC)
-            for _ in range(count)
-        )
-        suffixes = [fake.hexify("^^^^^^") for _ in stamps]
+    stamps = sorted(start + dt.timedelta(seconds=rng.randrange(300 * 86400)) for _ in range(count))
     return tuple(
-        (f"{stamp:%Y%m%d-%H%M%S}-{suffix}", stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
-        for stamp, suffix in zip(stamps, suffixes, strict=True)
+        (f"{stamp:%Y%m%d-%H%M%S}-{rng.getrandbits(24):06x}", stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for stamp in stamps
     )
 
 
