@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from simulator.executable import write_zread_executable
 
 if TYPE_CHECKING:
     from simulator.remote import Remote
@@ -45,19 +45,6 @@ def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
     sim = ZreadSim(home=tmp_path_factory.mktemp("zread-home"))
     yield sim
     sim.close()
-
-
-def write_zread_executable(folder: Path) -> Path:
-    """Write an executable ``zread`` in ``folder`` that runs this interpreter's simulator."""
-    package_root = Path(__file__).resolve().parent.parent
-    script = folder / "zread"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'PYTHONPATH="{package_root}${{PYTHONPATH:+:$PYTHONPATH}}" '
-        f'exec "{sys.executable}" -m simulator "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return script
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ class Catalog(msgspec.Struct):
     auto_retry: int = 0
 
 
-class Task(msgspec.Struct):
+class Task(msgspec.Struct, gc=False):  # ints and strings only: no cycles to collect
     id: int
     title: str
     slug: str
