@@ -326,21 +326,16 @@ _RUN = "running"
 _LEAVES_DRAFT = frozenset({"catalog", "catalog_error", "pages", "retry_gate"})
 """The chart states in which a quit leaves a draft behind."""
 _PAGE_END = [
+    # Most page events leave pages running: that transition is tried first.
     {
         "trigger": "_page_done",
         "source": "pages",
-        "dest": "retry_gate",
+        "dest": None,
         "prepare": "finish_page",
-        "conditions": "gate_needed",
+        "unless": "all_done",
     },
-    {
-        "trigger": "_page_done",
-        "source": "pages",
-        "dest": "done",
-        "conditions": "all_done",
-        "before": "record_wiki",
-    },
-    {"trigger": "_page_done", "source": "pages", "dest": None},
+    {"trigger": "_page_done", "source": "pages", "dest": "retry_gate", "conditions": "gate_needed"},
+    {"trigger": "_page_done", "source": "pages", "dest": "done", "before": "record_wiki"},
     {"trigger": "_retry_due", "source": "pages", "dest": None, "after": "retry_due"},
 ]
 
