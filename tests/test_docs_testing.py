@@ -79,3 +79,16 @@ def test_readme_test_example_passes(block: str, pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_readme_example=block)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(re.findall(r"^def test_", block, re.MULTILINE)))
+
+
+def test_the_readme_scenario_example_loads(tmp_path: Path) -> None:
+    from simulator.scenario import load_scenario
+
+    blocks = re.findall(r"^```toml\n(.*?)^```$", README.read_text(encoding="utf-8"), re.S | re.M)
+    assert blocks
+    for index, block in enumerate(blocks):
+        path = tmp_path / f"readme{index}.toml"
+        path.write_text(block, encoding="utf-8")
+        scenario = load_scenario(str(path))
+        assert scenario.description
+        assert scenario.world.project.pages == 40
