@@ -14,7 +14,9 @@ msgspec does the encoding and the validation; the only hand-written part is the
 Go-compatible escaping of ``<``, ``>``, ``&``, U+2028 and U+2029, which msgspec leaves
 as they are and Go does not. Those bytes can only occur inside JSON strings, so the
 escaping is a substitution over the encoded vm and error. The event line itself is
-assembled from its four parts, in order, around the encoded vm.
+assembled from its four parts, in order, around the encoded vm. A vm part that keeps
+its own JSON (a ``json_fragment()`` method: generate's task list, which re-encodes
+only the tasks that changed) is inlined as it is.
 """
 
 from __future__ import annotations
@@ -41,7 +43,15 @@ MAX_LINE_BYTES: Final = 1 << 20
 """The longest command line accepted (FIDELITY section 3)."""
 
 
-_encoder: Final = msgspec.json.Encoder()
+def _enc_hook(obj: Any) -> Any:
+    """Objects that keep their own JSON (``json_fragment() -> bytes``) are inlined."""
+    fragment = getattr(obj, "json_fragment", None)
+    if fragment is None:
+        raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+    return msgspec.Raw(fragment())
+
+
+_encoder: Final = msgspec.json.Encoder(enc_hook=_enc_hook)
 _EMPTY_OBJECT: Final = b"{}"
 
 T = TypeVar("T")

@@ -28,6 +28,7 @@ What a run leaves behind is an effect (a home persists it): a run that ends in
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -36,7 +37,17 @@ from simulator import wiki
 from simulator.driver import Driver, InvalidParams
 from simulator.effects import DraftLeft, WikiGenerated
 
-__all__ = ["ACTIONS", "TOOLS", "Catalog", "GenerateVM", "Model", "Pages", "SelectAction", "Task"]
+__all__ = [
+    "ACTIONS",
+    "TOOLS",
+    "Catalog",
+    "GenerateVM",
+    "Model",
+    "Pages",
+    "SelectAction",
+    "Task",
+    "TaskList",
+]
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "empty": ("generate", "cancel"),
@@ -83,8 +94,53 @@ class Task(msgspec.Struct, gc=False):  # ints and strings only: no cycles to col
     error: str = ""
 
 
+class TaskList:
+    """The page tasks, encoded task by task: an event re-encodes only the ones changed.
+
+    Read a task with ``tasks[i]``; change it only through ``tasks.edit(task_id)``, which
+    marks it for encoding. Its JSON is that of the list of tasks.
+    """
+
+    __slots__ = ("_dirty", "_items", "_parts")
+
+    def __init__(self, tasks: list[Task] | None = None) -> None:
+        self._items = tasks or []
+        self._parts: list[bytes] | None = None  # None: not encoded task by task yet
+        self._dirty: set[int] | None = None  # None: nothing changed since made
+
+    def __getitem__(self, index: int) -> Task:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._items)
+
+    def edit(self, task_id: int) -> Task:
+        """The task ``task_id`` (1-based), marked as changed."""
+        if self._dirty is None:
+            self._dirty = set()
+        self._dirty.add(task_id - 1)
+        return self._items[task_id - 1]
+
+    def json_fragment(self) -> bytes:
+        if self._parts is None:  # a new list: one call; the parts are made when needed
+            if self._dirty is None:
+                return _task_encoder.encode(self._items)
+            self._parts = [_task_encoder.encode(task) for task in self._items]
+        elif self._dirty:
+            for index in self._dirty:
+                self._parts[index] = _task_encoder.encode(self._items[index])
+        self._dirty = set()
+        return b"[" + b",".join(self._parts) + b"]"
+
+
+_task_encoder = msgspec.json.Encoder()
+
+
 class Pages(msgspec.Struct):
-    tasks: list[Task] = msgspec.field(default_factory=list)
+    tasks: TaskList = msgspec.field(default_factory=TaskList)
     done: int = 0
     total: int = 0
     waiting_retry: bool = False
@@ -223,7 +279,7 @@ class Model(Driver):
         tasks = [Task(p.id, p.title, p.slug, max_retries=self.max_retries) for p in self.pages]
         for task in tasks[:resumed]:
             task.state = "resumed"
-        self.vm.pages = Pages(tasks=tasks, done=resumed, total=len(tasks))
+        self.vm.pages = Pages(tasks=TaskList(tasks), done=resumed, total=len(tasks))
         self.waiting = [task.id for task in tasks[resumed:]]  # sorted, so already a heap
         self.unsettled = len(self.waiting)
 
@@ -236,14 +292,14 @@ class Model(Driver):
     def _fill_slots(self) -> None:
         tasks = self.vm.pages.tasks
         while self.running < self.max_concurrent and self.waiting:
-            task = tasks[heapq.heappop(self.waiting) - 1]
+            task = tasks.edit(heapq.heappop(self.waiting))
             task.state = "running"
             task.error = ""
             self.running += 1
             self.rt.schedule("_page_done", "page", task_id=task.id)
 
     def finish_page(self, event: Any) -> None:
-        task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
+        task = self.vm.pages.tasks.edit(event.kwargs["task_id"])
         self.running -= 1
         attempt = self.attempts[task.id] = self.attempts.get(task.id, 0) + 1
         failure = self.rt.failure("page", target=task.id, attempt=attempt)
@@ -264,7 +320,7 @@ class Model(Driver):
         self._fill_slots()
 
     def retry_due(self, event: Any) -> None:
-        task = self.vm.pages.tasks[event.kwargs["task_id"] - 1]
+        task = self.vm.pages.tasks.edit(event.kwargs["task_id"])
         task.state = "pending"
         heapq.heappush(self.waiting, task.id)
         self._fill_slots()
@@ -286,7 +342,7 @@ class Model(Driver):
             raise InvalidParams(f"task {params.task_id} is not a failed task")
 
     def retry_page(self, event: Any) -> None:
-        task = self.vm.pages.tasks[event.kwargs["params"].task_id - 1]
+        task = self.vm.pages.tasks.edit(event.kwargs["params"].task_id)
         task.retry_count = 0
         task.state = "pending"
         self.failed -= 1

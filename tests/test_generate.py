@@ -1349,3 +1349,39 @@ def test_broken_repository_ends_in_error(tmp_path: Path) -> None:
     assert final["vm"]["error"] == "open repository: no .git here"
     assert final["vm"]["pages"]["tasks"] == []
     check_invariants(run)
+
+
+# -- the task list re-encodes only what changed --------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["default", "flaky-pages", "failing-pages", "draft"])
+def test_every_event_shows_the_tasks_as_they_are(scenario: str) -> None:
+    """The tasks in each event's bytes equal a fresh encoding of the tasks at that moment:
+    no change of a task escapes ``TaskList.edit``."""
+    import msgspec
+
+    from simulator.client import ReferenceClient
+
+    session = Session(
+        load_chart("generate"), load_scenario(scenario), flags=Flags(yes=True), seed=3, speed=1
+    )
+    client = ReferenceClient()
+    lines = session.start()
+    checked = 0
+    while True:
+        for line in lines:
+            tasks = session.driver.vm.pages.tasks
+            fresh = msgspec.json.encode(list(tasks)).decode()
+            assert json.loads(line)["vm"]["pages"]["tasks"] == json.loads(fresh)
+            checked += 1
+            answer = client.answer(json.loads(line))
+            if answer is not None and not session.done:
+                lines = session.feed(answer.rstrip(b"\n"))
+                break
+        else:
+            deadline = session.next_deadline()
+            if session.done or deadline is None:
+                break
+            lines = session.advance(deadline, limit=1)
+    assert session.done
+    assert checked > 5
