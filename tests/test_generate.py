@@ -1354,16 +1354,25 @@ def test_broken_repository_ends_in_error(tmp_path: Path) -> None:
 # -- the task list re-encodes only what changed --------------------------------------------
 
 
+@pytest.mark.parametrize("pages", [16, 150])  # a short list is encoded whole; a long one by parts
 @pytest.mark.parametrize("scenario", ["default", "flaky-pages", "failing-pages", "draft"])
-def test_every_event_shows_the_tasks_as_they_are(scenario: str) -> None:
+def test_every_event_shows_the_tasks_as_they_are(scenario: str, pages: int) -> None:
     """The tasks in each event's bytes equal a fresh encoding of the tasks at that moment:
     no change of a task escapes ``TaskList.edit``."""
     import msgspec
 
     from simulator.client import ReferenceClient
 
+    loaded = load_scenario(scenario)
+    world = msgspec.structs.replace(
+        loaded.world, project=msgspec.structs.replace(loaded.world.project, pages=pages)
+    )
     session = Session(
-        load_chart("generate"), load_scenario(scenario), flags=Flags(yes=True), seed=3, speed=1
+        load_chart("generate"),
+        msgspec.structs.replace(loaded, world=world),
+        flags=Flags(yes=True),
+        seed=3,
+        speed=1,
     )
     client = ReferenceClient()
     lines = session.start()
