@@ -318,9 +318,10 @@ def main(
         if args.command == "scenarios":
             return _scenarios(args, sys.stdout.buffer if stdout is None else stdout)
         if not args.stdio:
+            name = "zread" if os.path.basename(sys.argv[0]) == "zread" else PROG
             err.write(
-                f"{PROG}: the simulator stands in for zread's machine-readable mode only; "
-                f"run: {PROG} {args.command} --stdio\n"
+                f"{name}: the simulator stands in for zread's machine-readable mode only; "
+                f"run: {name} {args.command} --stdio\n"
             )
             return ExitCode.USAGE
         return _run(args, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)

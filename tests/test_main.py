@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
 
@@ -44,3 +46,14 @@ def test_version_exits_0() -> None:
     assert done.stderr == ""
     assert done.stdout.count("\n") == 1
     assert '"done":true' in done.stdout
+
+
+def test_the_package_installs_a_zread_executable_beside_the_interpreter() -> None:
+    zread = Path(sys.executable).parent / "zread"
+    assert zread.exists()
+    done = subprocess.run([str(zread), "version", "--stdio"], capture_output=True, timeout=30)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["done"] is True
+    refused = subprocess.run([str(zread), "version"], capture_output=True, timeout=30)
+    assert refused.returncode == 2
+    assert refused.stderr.decode().startswith("zread: ")
