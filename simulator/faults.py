@@ -131,16 +131,26 @@ Action = Write | Pause | Stderr | Exit | Hang | CloseStdout | StopReading
 class FaultPlan:
     """Decides, event by event, which faults fire; deterministic for a seed."""
 
-    def __init__(self, faults: list[Fault], rng: random.Random, *, speed: float = 1.0) -> None:
+    def __init__(
+        self, faults: list[Fault], rng: random.Random | str, *, speed: float = 1.0
+    ) -> None:
+        """``rng`` is a Random, or the seed of one made when a fault first draws (most
+        sessions have no faults: no Mersenne Twister state, 2.5 KB, for them)."""
         self._faults = faults
         self._fired = [0] * len(faults)
-        self._rng = rng
+        self._random = rng
         self._speed = speed
         self._events = 0
         self._last_state: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self._faults)
+
+    @property
+    def _rng(self) -> random.Random:
+        if isinstance(self._random, str):
+            self._random = random.Random(self._random)
+        return self._random
 
     def add(self, fault: Fault, *, now: bool = False) -> None:
         """Add a fault; with ``now``, its point is the next event."""

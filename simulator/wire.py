@@ -12,7 +12,6 @@ Must not: write, sleep or read the clock: a runner carries the actions out.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 
 from simulator import clijson, faults
@@ -38,7 +37,7 @@ class Wire:
         self.frame = frame
         self.faults = faults.FaultPlan(
             session.scenario.faults,
-            random.Random(f"zread-sim:{session.seed}:transport"),
+            f"zread-sim:{session.seed}:transport",
             speed=session.speed,
         )
         self._owner = owner
