@@ -185,7 +185,7 @@ class Model(Driver):
         self.catalog_round_failures = 0
         self.catalog_attempts = 0
         self.repository_checked = False
-        self.attempts: dict[int, int] = {}
+        self.attempts = [0] * (len(self.pages) + 1)  # by task id; a list is ~5x smaller
         # Page accounting kept incrementally, so an event costs O(1) in the page count:
         self.waiting: list[int] = []  # heap of task ids that want a slot, lowest first
         self.running = 0
@@ -306,7 +306,8 @@ class Model(Driver):
     def finish_page(self, event: Any) -> None:
         task = self.vm.pages.tasks.edit(event.kwargs["task_id"])
         self.running -= 1
-        attempt = self.attempts[task.id] = self.attempts.get(task.id, 0) + 1
+        self.attempts[task.id] += 1
+        attempt = self.attempts[task.id]
         failure = self.rt.failure("page", target=task.id, attempt=attempt)
         if failure is None:
             task.state = "done"
