@@ -97,6 +97,22 @@ class Hub:
 class Channel:
     """One session in real time on a hub, writing through an endpoint."""
 
+    __slots__ = (
+        "_backlog",
+        "_draining",
+        "_hung",
+        "_paused_at",
+        "_stopped",
+        "done",
+        "endpoint",
+        "hub",
+        "on_hang",
+        "origin",
+        "session",
+        "wakeup",
+        "wire",
+    )
+
     def __init__(self, hub: Hub, session: Session, wire: Wire, endpoint: Endpoint) -> None:
         self.hub = hub
         self.session = session
@@ -105,8 +121,7 @@ class Channel:
         self.wakeup: float | None = None
         self.origin = hub.time()
         self.done = hub.loop.create_future()
-        self.on_hang: Callable[[], None] | None = None
-        """Called when a ``hang`` fault stops the channel for good."""
+        self.on_hang: Callable[[], None] | None = None  # a ``hang`` fault stopped it
         self._hung = False
         self._paused_at: float | None = None
         self._stopped = False

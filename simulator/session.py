@@ -97,6 +97,30 @@ class Timer:
 class Session:
     """A chart instance driven by lines and by time; see the module docstring."""
 
+    __slots__ = (
+        "_done",
+        "_effects",
+        "_failures",
+        "_flags",
+        "_heap",
+        "_journal",
+        "_last_vm",
+        "_last_waiting_for",
+        "_live",
+        "_now",
+        "_rng",
+        "_scenario",
+        "_seed",
+        "_seq",
+        "_shown_state",
+        "_speed",
+        "_started",
+        "_timing_rng",
+        "chart",
+        "driver",
+        "peer_attached",
+    )
+
     def __init__(
         self,
         chart: Chart,
@@ -131,8 +155,7 @@ class Session:
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
         self._journal: list[JournalEntry] = []
-        self.peer_attached = False
-        """True when a control peer can answer requests (set by the runner)."""
+        self.peer_attached = False  # a control peer can answer requests (set by the runner)
         self.driver = chart.model(self)
         self.driver.state = chart.initial
 
