@@ -33,7 +33,7 @@ import select
 import signal
 import socket
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -127,6 +127,7 @@ class _Approvals:
     async def settle(self) -> None:
         """Let a cancelled request send its control_cancel_request before the end."""
         if self._task is not None:
+            self._task.cancel()  # a no-op when it is done; the session is over either way
             await asyncio.gather(self._task, return_exceptions=True)
 
     def intercept(self, effect: object) -> bool:
@@ -157,14 +158,19 @@ class _ProcessEndpoint:
         self._stop_reading = stop_reading
         self.code: int | None = None
         self.gone = False
+        self.on_gone: Callable[[], None] | None = None
 
     def write(self, data: bytes) -> None:
+        if self.gone:
+            return
         view = memoryview(data)
         try:
             while view:
                 view = view[os.write(self._out_fd, view) :]
         except (BrokenPipeError, ConnectionResetError):
             self.gone = True
+            if self.on_gone is not None:
+                self.on_gone()
 
     def stderr(self, line: str) -> None:
         with contextlib.suppress(OSError):
@@ -220,6 +226,8 @@ async def _read_lines(fd: int, stop: asyncio.Event) -> AsyncIterator[bytes]:
             if watched:
                 await ready.wait()
                 ready.clear()
+                if stop.is_set():
+                    return
                 if not select.select([fd], [], [], 0)[0]:
                     continue  # the flag outlived the data: reading now would block
             data = os.read(fd, _READ_SIZE)
@@ -256,7 +264,7 @@ async def serve_process(
     server: asyncio.AbstractServer | None = None
 
     if kind == "stdio":
-        conn = Conn(endpoint.write)
+        conn = Conn(channel.send)
         install(conn, channel)
         conns.append(conn)
     else:
@@ -281,6 +289,8 @@ async def serve_process(
         old_umask = os.umask(0o177)
         try:
             server = await asyncio.start_unix_server(on_peer, path, limit=1 << 22)
+        except OSError as err:
+            raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
         finally:
             os.umask(old_umask)
     session.peer_attached = bool(conns)
@@ -307,9 +317,17 @@ async def serve_process(
         if not stop_reading.is_set():
             channel.quit()
 
+    def reader_gone() -> None:  # stdout's reader went away: end quietly, as stdio does
+        if not channel.done.done():
+            channel.done.set_result(0)
+
+    endpoint.on_gone = reader_gone
     channel.start()
     reader = loop.create_task(pump())
     try:
+        await asyncio.wait({reader, channel.done}, return_when=asyncio.FIRST_COMPLETED)
+        if reader.done() and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]  # the simulator's own bug
         code = await channel.done
         await approvals.settle()
     finally:

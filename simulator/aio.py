@@ -148,8 +148,10 @@ class Channel:
         self._out(self.session.start())
 
     def feed(self, line: bytes) -> None:
-        if self._stopped or self.session.done:
+        if self.session.done:
             self.session.feed(line)  # recorded in the journal as after done
+            return
+        if self._stopped:  # a hang or an exit: nothing is read any more
             return
         self._catch_up()
         self._out(self.session.feed(line))
@@ -210,6 +212,14 @@ class Channel:
         self._after()
 
     # -- output ------------------------------------------------------------------------
+
+    def send(self, line: bytes) -> None:
+        """Write a whole line of the runner's own (a control frame), between events:
+        after whatever a split event still has to write."""
+        if self._backlog:
+            self._backlog.append(faults.Write(line))
+        elif not self._stopped:
+            self.endpoint.write(line)
 
     def _out(self, events: list[bytes], *, reschedule: bool = True) -> None:
         actions = self.wire.render(events)

@@ -6,7 +6,8 @@ streams as arguments so tests can run it in-process.
 
 Every simulator option is also an environment variable, so a client that spawns plain
 ``zread ...`` can be steered: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
-``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``. A flag beats its variable.
+``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``. A
+flag beats its variable.
 
 With ``--home DIR`` the world persists in DIR across commands (``simulator.home``);
 without it nothing is written anywhere.
@@ -314,9 +315,9 @@ def main(
         return load_main(argv[1:])
     try:
         args = _parser().parse_args(argv)
-        _apply_environment(args, os.environ if environ is None else environ)
         if args.command == "scenarios":
             return _scenarios(args, sys.stdout.buffer if stdout is None else stdout)
+        _apply_environment(args, os.environ if environ is None else environ)
         if not args.stdio:
             name = "zread" if os.path.basename(sys.argv[0]) == "zread" else PROG
             err.write(

@@ -70,18 +70,23 @@ class FailurePlan:
     """The failures of one session, with the RNG their probabilities draw from."""
 
     def __init__(self, failures: list[Failure], rng: random.Random) -> None:
-        self._by_point: dict[str, list[Failure]] = {}
+        # Each entry keeps the number it was added with: its draws do not move when
+        # another entry is injected ahead of it.
+        self._by_point: dict[str, list[tuple[int, Failure]]] = {}
+        self._added = 0
         for failure in failures:
-            self._by_point.setdefault(failure.point, []).append(failure)
+            self._by_point.setdefault(failure.point, []).append((self._added, failure))
+            self._added += 1
         self._key = rng.getrandbits(64)
 
     def add(self, failure: Failure) -> None:
         """Put ``failure`` ahead of the others at its point."""
-        self._by_point.setdefault(failure.point, []).insert(0, failure)
+        self._by_point.setdefault(failure.point, []).insert(0, (self._added, failure))
+        self._added += 1
 
     def check(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
         """The failure that makes this attempt fail, or None."""
-        for index, failure in enumerate(self._by_point.get(point, ())):
+        for index, failure in self._by_point.get(point, ()):
             if not failure.selects(target, attempt):
                 continue
             if (

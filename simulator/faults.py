@@ -84,8 +84,8 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
             raise ValueError("probability must be between 0 and 1")
         if self.pieces < 2:
             raise ValueError("pieces must be >= 2")
-        if self.pause < 0:
-            raise ValueError("pause must be >= 0")
+        if not 0 <= self.pause < float("inf"):
+            raise ValueError("pause must be a finite number >= 0")
         if not 0 <= self.code <= 255:
             raise ValueError("code must be 0-255")
 

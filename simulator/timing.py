@@ -25,6 +25,8 @@ class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     max: float = math.inf
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.median) and math.isfinite(self.sigma)) or math.isnan(self.max):
+            raise ValueError("lognormal median and sigma must be finite numbers")
         if self.median <= 0:
             raise ValueError("lognormal median must be > 0")
         if self.sigma < 0:
@@ -44,6 +46,9 @@ class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         given = [k for k in ("fixed", "uniform", "lognormal") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("a delay takes exactly one of fixed, uniform, lognormal")
+        numbers = [self.fixed] if self.fixed is not None else list(self.uniform or ())
+        if not all(math.isfinite(n) for n in numbers):
+            raise ValueError("a delay must be a finite number of seconds")
         if self.fixed is not None and self.fixed < 0:
             raise ValueError("fixed must be >= 0")
         if self.uniform is not None:

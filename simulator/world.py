@@ -1,7 +1,8 @@
 """The simulated world: what zread would find on the user's machine and account.
 
 Owns: the typed structure of a scenario's ``[world]`` table (the account, the config
-values, the release channel, the login provider) and nothing else. Every field has the
+values, the release channel, the login provider, the project, its wiki versions and
+draft, whether a browser opens) and nothing else. Every field has the
 value the ``default`` scenario uses; a scenario overrides what it needs.
 
 Must not: draw random numbers or do I/O. Drivers read the world; they never write it
@@ -76,8 +77,8 @@ class Login(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     def __post_init__(self) -> None:
         if not self.models:
             raise ValueError("models must not be empty")
-        if self.auth_timeout <= 0:
-            raise ValueError("auth_timeout must be > 0 seconds")
+        if not 0 < self.auth_timeout < float("inf"):
+            raise ValueError("auth_timeout must be a finite number of seconds > 0")
 
 
 class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -86,7 +86,10 @@ class Model(Driver):
             _check_value(key, value)
 
     def apply_update(self, event: Any) -> None:
-        changes: dict[str, str] = event.kwargs["params"].fields
+        changes: dict[str, str] = {
+            key: str(int(value)) if key in _RANGES else value  # "+4", "04": shown as 4
+            for key, value in event.kwargs["params"].fields.items()
+        }
         for field in self.vm.fields:
             if field.json_key in changes:
                 field.value = changes[field.json_key]

@@ -106,6 +106,9 @@ class Model(Driver):
             self.asked_peer = False
             self.rt.effect(CancelApproval())
 
+    def on_quit(self) -> None:
+        self.stop_waiting(None)
+
     def peer_approved(self, event: Any) -> bool:
         if event.kwargs["approve"]:
             return True

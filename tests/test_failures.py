@@ -166,3 +166,14 @@ def test_every_point_is_accepted() -> None:
     assert set(POINTS) >= {"check", "download", "init_flow", "authorization", "save", "page"}
     for point in POINTS:
         assert msgspec.convert({"point": point}, Failure).point == point
+
+
+def test_an_injected_entry_does_not_move_the_draws_of_the_others() -> None:
+    flaky = failure(probability=0.5)
+    keys = [(target, attempt) for target in range(1, 40) for attempt in (1, 2)]
+    before = FailurePlan([flaky], random.Random(9))
+    after = FailurePlan([flaky], random.Random(9))
+    after.add(failure(target=999))  # ahead of the scenario's entry, matching nothing here
+    assert [before.check("page", target=t, attempt=a) for t, a in keys] == [
+        after.check("page", target=t, attempt=a) for t, a in keys
+    ]

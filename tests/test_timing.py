@@ -153,3 +153,17 @@ def test_mean_hint() -> None:
     assert delay({"fixed": 2.0}).mean_hint() == 2.0
     assert delay({"uniform": [1.0, 3.0]}).mean_hint() == 2.0
     assert delay({"lognormal": {"median": 5.0, "sigma": 1.0, "max": 3.0}}).mean_hint() == 3.0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"fixed": float("inf")},
+        {"fixed": float("nan")},
+        {"uniform": [0.0, float("inf")]},
+        {"lognormal": {"median": float("nan"), "sigma": 0.5}},
+    ],
+)
+def test_a_delay_must_be_finite(spec: dict[str, object]) -> None:
+    with pytest.raises(msgspec.ValidationError, match="finite"):
+        msgspec.convert(spec, Delay)

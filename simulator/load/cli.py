@@ -134,6 +134,8 @@ def parse_args(argv: Sequence[str]) -> tuple[LoadConfig, str | None, str | None]
     for path in (args.json, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise LoadError(f"{path}: no such directory")
+        if path is not None and os.path.isdir(path):
+            raise LoadError(f"{path}: is a directory, not a file")
     if args.plot is not None:
         try:
             check_plot_path(args.plot)
@@ -171,11 +173,14 @@ def _draw_progress(out: IO[str], stats: Stats, point: dict[str, Any]) -> None:
 
 def run(config: LoadConfig, progress: IO[str] | None = None) -> dict[str, Any]:
     """Run the load test ``config`` describes; the summary (LoadError if unusable)."""
+    from simulator.cli import build_session
     from simulator.scenario import ScenarioError, load_scenario
+    from simulator.session import SessionError
 
     try:
         scenario = load_scenario(config.scenario)
-    except ScenarioError as error:
+        build_session(config.command, config.args, scenario=scenario)  # usable at all?
+    except (ScenarioError, SessionError, ValueError) as error:
         raise LoadError(str(error)) from None
     draw = None if progress is None else partial(_draw_progress, progress)
     if config.concurrency is None:

@@ -907,3 +907,43 @@ def test_zread_remote_works_whatever_the_fixture_order(
     with spawn_zread("generate", "--stdio") as sim:
         sim.next_event()
         assert zread_remote.snapshot()["state"] == "select_action"
+
+
+# -- regressions: the process must always end, whatever happens around it ---------------
+
+
+def test_quit_while_the_peer_decides_ends_the_process(tmp_path: Path) -> None:
+    """The peer never answers authorize; quit ends the login and the process at once."""
+    scenario = approver_scenario(tmp_path, auth_timeout=60)
+    with Sim.start("login", speed=1, scenario=scenario) as sim:
+        sim.next_event()
+        sim.send(REGION)
+        frame = sim.next_frame()
+        assert frame["type"] == "control_request"
+        assert frame["request"]["subtype"] == "authorize"
+        sim.send({"type": "quit"})
+        assert sim.until_done()["vm"]["state"] == "waiting"
+        assert sim.wait(timeout=5) == 0
+
+
+def test_stop_reading_holds_under_control(tmp_path: Path) -> None:
+    """stdin stops being read after a timer's event, while the reader was waiting."""
+    path = tmp_path / "deaf.toml"
+    path.write_text('[[faults]]\nkind = "stop_reading"\nafter_event = 3\n')
+    with Sim.start("generate", "-y", speed=0.2, scenario=str(path)) as sim:
+        for _ in range(3):
+            sim.next_event()  # after the 3rd, stdin is no longer read
+        time.sleep(0.05)
+        sim.send({"type": "cancel"})
+        done = sim.until_done(timeout=30)
+        assert done["vm"]["state"] == "done"
+        assert done["vm"]["done_total"] == done["vm"]["pages"]["total"]  # cancel never read
+
+
+def test_a_reader_that_goes_away_ends_the_process_under_control() -> None:
+    with Sim.start("generate", "-y", speed=1) as sim:
+        sim.next_event()
+        assert sim.popen.stdout is not None
+        sim.popen.stdout.close()
+        assert sim.popen.wait(timeout=3) == 0  # not after the whole ~7 s run
+        assert "Traceback" not in sim.stderr

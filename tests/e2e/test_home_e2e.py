@@ -7,6 +7,7 @@ command saved is what the next one sees, as with zread.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -226,3 +227,21 @@ def test_concurrent_processes_never_lose_an_update(tmp_path: Path) -> None:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         db.close()
+
+
+def test_a_signed_or_padded_integer_is_saved_as_the_number(tmp_path: Path) -> None:
+    """Go's Atoi takes "+2" and "03"; the home stores them as the numbers they are."""
+    home = tmp_path / "home"
+    argv = [sys.executable, "-m", "simulator", "config", "--stdio", "--home", str(home)]
+    lines = (
+        b'{"type":"update_fields","params":{"fields":{"max_concurrent":"+2","max_retries":"03"}}}\n'
+        b'{"type":"save"}\n'
+    )
+    done = subprocess.run(argv, input=lines, capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True
+    assert last["vm"]["saved"] is True
+    values = {f["json_key"]: f["value"] for f in last["vm"]["fields"]}
+    assert values["max_concurrent"] == "2"
+    assert values["max_retries"] == "3"
