@@ -209,6 +209,7 @@ class Channel:
     def set_speed(self, speed: float) -> None:
         self._catch_up()
         self.session.set_speed(speed)
+        self.wire.faults.set_speed(self.session.speed)
         self._after()
 
     # -- output ------------------------------------------------------------------------

@@ -258,14 +258,16 @@ def build_session(
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
     from simulator.effects import EffectHost
     from simulator.home import Home
+    from simulator.scenario import load_scenario
     from simulator.stdio import StdioRunner
 
+    scenario = load_scenario(args.scenario)  # a bad scenario leaves no home behind
     home = Home(args.home) if args.home else None
     try:
         session = build_session(
             args.command,
             _flags(args),
-            scenario=args.scenario,
+            scenario=scenario,
             seed=args.seed,
             speed=args.speed,
             home=home,

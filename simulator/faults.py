@@ -146,6 +146,10 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self._faults)
 
+    def set_speed(self, speed: float) -> None:
+        """The factor ``split`` pauses are multiplied by from now on."""
+        self._speed = speed
+
     @property
     def _rng(self) -> random.Random:
         if isinstance(self._random, str):

@@ -38,6 +38,7 @@ class PipeProcess:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.returncode: int | None = None
+        self._runner: StdioRunner | None = None
         in_r, self._in_w = os.pipe()
         self._out_r, out_w = os.pipe()
         self._thread = threading.Thread(
@@ -48,7 +49,13 @@ class PipeProcess:
 
     def _serve(self, in_r: int, out_w: int) -> None:
         with open(in_r, "rb", buffering=0) as stdin, open(out_w, "wb", buffering=0) as stdout:
-            self.returncode = StdioRunner(self.session, stdin, stdout, effects=EffectHost()).run()
+            self._runner = StdioRunner(self.session, stdin, stdout, effects=EffectHost())
+            self.returncode = self._runner.run()
+
+    def kill(self) -> None:
+        """End a session stuck in a ``hang`` fault (no signal reaches a thread)."""
+        if self._runner is not None:
+            self._runner.release()
 
     def take_fds(self) -> tuple[int, int]:
         """The client's ends (stdin write end, stdout read end); the caller owns them."""
@@ -77,7 +84,9 @@ class FilePipeProcess(PipeProcess):
         if not self.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.stdin.close()
-        self.wait(5)
+        if self.wait(1) is None:  # a hang: nothing ends it but this
+            self.kill()
+            self.wait(5)
         self.stdout.close()
 
     def __enter__(self) -> FilePipeProcess:

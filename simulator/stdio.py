@@ -16,6 +16,7 @@ import contextlib
 import os
 import selectors
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -64,6 +65,7 @@ class StdioRunner:
         self._clock = clock
         self._wire = Wire(session, effects=effects, frame=frame)
         self._signalled = False
+        self._released = threading.Event()
         self._reading = True
         self._selector: selectors.BaseSelector | None = None
 
@@ -152,8 +154,12 @@ class StdioRunner:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(ValueError):
                 signal.signal(signum, signal.SIG_DFL)
-        while True:
-            time.sleep(3600)
+        self._released.wait()  # forever in a process; release() ends it on a thread
+        raise _Exit(-signal.SIGTERM)
+
+    def release(self) -> None:
+        """End a ``hang`` (for a runner on a thread, which no signal reaches)."""
+        self._released.set()
 
     def _write_bytes(self, data: bytes) -> None:
         view = memoryview(data)

@@ -287,3 +287,12 @@ def test_browse_over_pipes_matches_the_process_but_for_the_port() -> None:
     got = run_spawn(["browse"], "versions", 7, None)
     assert port.search(got) and port.search(expected)
     assert port.sub(b"URL", got) == port.sub(b"URL", expected)
+
+
+def test_close_ends_a_session_stuck_in_a_hang() -> None:
+    process = spawn("generate", "-y", scenario="hang", speed=0)
+    for _ in range(3):
+        assert process.stdout.readline()
+    process.close()
+    assert process.returncode == -15  # as a process ended by SIGTERM
+    assert not process._thread.is_alive()
