@@ -68,9 +68,6 @@ def _seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-_SPEED_TYPE: Any = _speed
-_SEED_TYPE: Any = _seed
-
 _YES = ("1", "true", "yes", "on")
 _NO = ("", "0", "false", "no", "off")
 
@@ -117,13 +114,13 @@ def _simulator_options() -> _Parser:
     group.add_argument(
         "--seed",
         metavar="N",
-        type=_SEED_TYPE,
+        type=_seed,
         help="seed of every random draw (ZREAD_SIM_SEED; default: 0)",
     )
     group.add_argument(
         "--speed",
         metavar="X",
-        type=_SPEED_TYPE,
+        type=_speed,
         help="multiplies every delay; 0 = no delay (ZREAD_SIM_SPEED; default: 1)",
     )
     group.add_argument(

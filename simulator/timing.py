@@ -71,12 +71,3 @@ class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         spec = self.lognormal
         z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box-Muller
         return min(spec.median * math.exp(spec.sigma * z), spec.max)
-
-    def mean_hint(self) -> float:
-        """A typical value, for summaries: the fixed value, the midpoint, the median."""
-        if self.fixed is not None:
-            return self.fixed
-        if self.uniform is not None:
-            return sum(self.uniform) / 2
-        assert self.lognormal is not None
-        return min(self.lognormal.median, self.lognormal.max)

@@ -149,12 +149,6 @@ def test_refusal_explains_lognormal_median() -> None:
         msgspec.convert({"lognormal": {"median": 0, "sigma": 1}}, Delay)
 
 
-def test_mean_hint() -> None:
-    assert delay({"fixed": 2.0}).mean_hint() == 2.0
-    assert delay({"uniform": [1.0, 3.0]}).mean_hint() == 2.0
-    assert delay({"lognormal": {"median": 5.0, "sigma": 1.0, "max": 3.0}}).mean_hint() == 3.0
-
-
 @pytest.mark.parametrize(
     "spec",
     [
