@@ -45,11 +45,10 @@ from simulator.envelope import LineBuffer
 from simulator.failures import Failure
 from simulator.faults import Fault
 from simulator.session import Session
+from simulator.stdio import READ_SIZE, point_at_devnull, write_all, write_line
 from simulator.wire import Wire
 
 __all__ = ["ControlAddressError", "install", "parse_address", "serve_process"]
-
-_READ_SIZE = 1 << 16
 
 
 class ControlAddressError(ValueError):
@@ -163,26 +162,21 @@ class _ProcessEndpoint:
     def write(self, data: bytes) -> None:
         if self.gone:
             return
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self._out_fd, view) :]
+            write_all(self._out_fd, data)
         except (BrokenPipeError, ConnectionResetError):
             self.gone = True
             if self.on_gone is not None:
                 self.on_gone()
 
     def stderr(self, line: str) -> None:
-        with contextlib.suppress(OSError):
-            os.write(2, line.encode("utf-8") + b"\n")
+        write_line(2, line)
 
     def exit(self, code: int) -> None:
         self.code = code
 
     def close_output(self) -> None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, self._out_fd)
-        os.close(devnull)
+        point_at_devnull(self._out_fd)
 
     def stop_reading(self) -> None:
         self._stop_reading.set()
@@ -230,7 +224,7 @@ async def _read_lines(fd: int, stop: asyncio.Event) -> AsyncIterator[bytes]:
                     return
                 if not select.select([fd], [], [], 0)[0]:
                     continue  # the flag outlived the data: reading now would block
-            data = os.read(fd, _READ_SIZE)
+            data = os.read(fd, READ_SIZE)
             for line in buffer.push(data) if data else buffer.finish():
                 yield line
             if not data:

@@ -344,6 +344,6 @@ def main(
 
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so the interpreter's final flush cannot fail loudly."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    from simulator.stdio import point_at_devnull
+
+    point_at_devnull(sys.stdout.fileno())

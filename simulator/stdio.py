@@ -27,9 +27,31 @@ from simulator.envelope import LineBuffer
 from simulator.session import Session
 from simulator.wire import Wire
 
-__all__ = ["StdioRunner"]
+__all__ = ["StdioRunner", "point_at_devnull", "write_all", "write_line"]
 
-_READ_SIZE = 1 << 16
+READ_SIZE = 1 << 16
+"""How much of stdin one read takes."""
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Hand ``data`` to the OS, looping only if it takes part of it; BrokenPipeError or
+    ConnectionResetError when the reader went away."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_line(fd: int, line: str) -> None:
+    """One human-readable line (stderr); nothing if it cannot be written."""
+    with contextlib.suppress(OSError):
+        os.write(fd, line.encode("utf-8") + b"\n")
+
+
+def point_at_devnull(fd: int) -> None:
+    """Make ``fd`` write to /dev/null: its reader sees the end, later writes vanish."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 class _ReaderGone(Exception):
@@ -109,12 +131,12 @@ class StdioRunner:
                     break
                 if key.data == "signal":
                     with contextlib.suppress(OSError):
-                        os.read(key.fd, _READ_SIZE)
+                        os.read(key.fd, READ_SIZE)
                     continue
                 if not self._reading:
                     continue
                 # 4. Feed every complete line; end of input is quit.
-                data = os.read(self._in_fd, _READ_SIZE)
+                data = os.read(self._in_fd, READ_SIZE)
                 batch = lines.push(data) if data else lines.finish()
                 for line in batch:
                     self._write(session.feed(line))
@@ -134,16 +156,13 @@ class StdioRunner:
         elif isinstance(action, faults.Pause):
             time.sleep(action.seconds)
         elif isinstance(action, faults.Stderr):
-            with contextlib.suppress(OSError):
-                os.write(self._err_fd, action.line.encode("utf-8") + b"\n")
+            write_line(self._err_fd, action.line)
         elif isinstance(action, faults.Exit):
             raise _Exit(action.code)
         elif isinstance(action, faults.Hang):
             self._hang()
         elif isinstance(action, faults.CloseStdout):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._out_fd)
-            os.close(devnull)
+            point_at_devnull(self._out_fd)
         elif isinstance(action, faults.StopReading) and self._reading:
             self._reading = False
             if self._selector is not None:
@@ -162,11 +181,8 @@ class StdioRunner:
         self._released.set()
 
     def _write_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
         try:
-            while view:
-                written = os.write(self._out_fd, view)
-                view = view[written:]
+            write_all(self._out_fd, data)
         except (BrokenPipeError, ConnectionResetError):
             raise _ReaderGone from None
 
