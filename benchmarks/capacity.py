@@ -3,7 +3,7 @@
 Every session is created first (not started; the RSS before and after gives the size
 of a created session), then all are started, at once or evenly over ``--ramp``
 seconds, on one asyncio loop and one :class:`simulator.aio.Hub`, each driven by the
-reference client, through ``simulator.load`` (the engine of ``python -m simulator load
+reference client, through ``simulator.tools.load`` (the engine of ``python -m simulator load
 --prebuild``). Reported: lateness of timer events against their schedule
 (p50/p95/p99/max), events/s, the CPU share of the run (1.0 = one core saturated: the
 loop cannot keep up), the collector's pauses, and the peak RSS the sessions added, per
@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 
-from simulator.load import LoadConfig, run
+from simulator.tools.load import LoadConfig, run
 
 TARGET_P99_MS = 50.0
 TARGET_KB = 30.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import timeit
 
-from simulator.envelope import encode_event, encode_vm
+from simulator.core.envelope import encode_event, encode_vm
 from statecharts.generate import GenerateVM, Pages, Task, TaskList
 
 WAITING_FOR = ("quit", "cancel")

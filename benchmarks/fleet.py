@@ -30,7 +30,7 @@ def load_command() -> list[str]:
     probe = subprocess.run(
         [python(), "-m", "simulator", "load", "--help"], capture_output=True, check=False
     )
-    return [python(), "-m", "simulator" if probe.returncode == 0 else "simulator.load"]
+    return [python(), "-m", "simulator" if probe.returncode == 0 else "simulator.tools.load"]
 
 
 BARE = "import sys; sys.stdout.write([x for x in open('/proc/self/status') if 'VmHWM' in x][0])"
@@ -56,7 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "fleet.json")
         argv = [*load_command(), "load", "generate", "--mode", "process"]
-        if argv[2] == "simulator.load":
+        if argv[2] == "simulator.tools.load":
             argv.remove("load")
         argv += ["--sessions", str(args.sessions), "--speed", repr(args.speed)]
         argv += ["--json", path, "--no-progress", "--", "-y"]

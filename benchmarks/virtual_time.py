@@ -22,12 +22,12 @@ import statistics
 import time
 from collections.abc import Callable
 
-from simulator.chart import Chart
-from simulator.cli import parse_flags
-from simulator.driver import Flags
+from simulator.core.chart import Chart
+from simulator.core.driver import Flags
+from simulator.core.session import Session
+from simulator.launch import parse_flags
+from simulator.runners.virtual import start
 from simulator.scenario import Scenario, load_scenario
-from simulator.session import Session
-from simulator.virtual import start
 from statecharts import load_chart
 
 

@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from simulator.core.session import Session
     from simulator.scenario import Scenario, ScenarioError, load_scenario
-    from simulator.session import Session
 
 __all__ = ["Scenario", "ScenarioError", "Session", "load_scenario"]
 
@@ -19,7 +19,7 @@ _HOMES = {
     "Scenario": "simulator.scenario",
     "ScenarioError": "simulator.scenario",
     "load_scenario": "simulator.scenario",
-    "Session": "simulator.session",
+    "Session": "simulator.core.session",
 }
 
 

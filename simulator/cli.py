@@ -9,7 +9,7 @@ Every simulator option is also an environment variable, so a client that spawns 
 ``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``. A
 flag beats its variable.
 
-With ``--home DIR`` the world persists in DIR across commands (``simulator.home``);
+With ``--home DIR`` the world persists in DIR across commands (``simulator.hosts.home``);
 without it nothing is written anywhere.
 """
 
@@ -21,17 +21,12 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn
+from typing import IO, Any, BinaryIO, NoReturn
 
-from simulator.driver import Flags
+from simulator.launch import add_zread_flags, build_session, flags_of
 from statecharts import COMMANDS
 
-if TYPE_CHECKING:
-    from simulator.home import Home
-    from simulator.scenario import Scenario
-    from simulator.session import Session
-
-__all__ = ["ExitCode", "build_session", "main", "parse_flags"]
+__all__ = ["ExitCode", "main"]
 
 PROG = "zread-sim"
 
@@ -156,30 +151,12 @@ def _parser() -> _Parser:
     parent = _simulator_options()
     for name, summary in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary, parents=[parent])
-        _add_zread_flags(command, name)
+        add_zread_flags(command, name)
     scenarios = sub.add_parser("scenarios", help="list the built-in scenarios, or show one")
     scenarios.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     scenarios.add_argument("name", nargs="?", help="the scenario to show as TOML")
     sub.add_parser("load", help="run many sessions at once and measure (see: load --help)")
     return parser
-
-
-def _add_zread_flags(command: argparse.ArgumentParser, name: str) -> None:
-    """The flags of ``zread <name>`` itself, as the real command takes them."""
-    command.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
-    if name == "generate":
-        command.add_argument("-y", "--yes", action="store_true", help="skip select_action")
-        command.add_argument(
-            "--draft-action",
-            choices=("resume", "clear", "cancel"),
-            default="",
-            help="answer the draft prompt",
-        )
-        command.add_argument(
-            "--skip-failed", action="store_true", help="answer a retry gate with skip_all"
-        )
-    if name == "login":
-        command.add_argument("--custom", action="store_true", help="use your own LLM provider")
 
 
 def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
@@ -198,72 +175,18 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
     return ExitCode.OK
 
 
-def _flags(args: argparse.Namespace) -> Flags:
-    return Flags(
-        yes=getattr(args, "yes", False),
-        draft_action=getattr(args, "draft_action", ""),
-        skip_failed=getattr(args, "skip_failed", False),
-        custom=getattr(args, "custom", False),
-    )
-
-
-def parse_flags(command: str, args: Sequence[str]) -> Flags:
-    """The zread flags of ``zread <command> *args``; ValueError naming a bad one.
-
-    Only zread's own flags (and ``--stdio``) are taken: a simulator option such as
-    ``--scenario`` is an error here, where it is a keyword argument.
-    """
-    if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
-    parser = _Parser(prog=f"zread {command}", add_help=False)
-    _add_zread_flags(parser, command)
-    try:
-        parsed = parser.parse_args(list(args))
-    except UsageError as error:
-        raise ValueError(f"zread {command}: {error}") from None
-    return _flags(parsed)
-
-
-def build_session(
-    command: str,
-    args: Sequence[str] | Flags = (),
-    *,
-    scenario: str | Scenario = "default",
-    seed: int = 0,
-    speed: float = 1.0,
-    home: Home | None = None,
-) -> Session:
-    """A new session of ``zread <command> *args``, as the process would start it.
-
-    ``args`` are zread's flags, as strings or parsed. ``scenario`` is a built-in name,
-    a TOML path or a loaded :class:`Scenario`; with a ``home``, the world it keeps is
-    laid over the scenario's.
-    """
-    from simulator.scenario import load_scenario
-    from simulator.session import Session
-    from statecharts import load_chart
-
-    loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
-    flags = args if isinstance(args, Flags) else parse_flags(command, args)
-    if home is not None:
-        import msgspec
-
-        loaded = msgspec.structs.replace(loaded, world=home.world(loaded.world, seed=seed))
-    return Session(load_chart(command), loaded, flags=flags, seed=seed, speed=speed)
-
-
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    from simulator.effects import EffectHost
-    from simulator.home import Home
+    from simulator.hosts.effects import EffectHost
+    from simulator.hosts.home import Home
+    from simulator.runners.stdio import StdioRunner
     from simulator.scenario import load_scenario
-    from simulator.stdio import StdioRunner
 
     scenario = load_scenario(args.scenario)  # a bad scenario leaves no home behind
     home = Home(args.home) if args.home else None
     try:
         session = build_session(
             args.command,
-            _flags(args),
+            flags_of(args),
             scenario=scenario,
             seed=args.seed,
             speed=args.speed,
@@ -273,7 +196,7 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
         if args.control:
             import asyncio
 
-            from simulator.admin import ControlAddressError, serve_process
+            from simulator.runners.admin import ControlAddressError, serve_process
 
             control = serve_process(
                 session,
@@ -302,14 +225,14 @@ def main(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run the simulator; returns the exit code."""
-    from simulator.home import HomeError
+    from simulator.core.session import SessionError
+    from simulator.hosts.home import HomeError
     from simulator.scenario import ScenarioError
-    from simulator.session import SessionError
 
     err = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["load"]:
-        from simulator.load import main as load_main
+        from simulator.tools.load import main as load_main
 
         return load_main(argv[1:])
     try:
@@ -344,6 +267,6 @@ def main(
 
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so the interpreter's final flush cannot fail loudly."""
-    from simulator.stdio import point_at_devnull
+    from simulator.runners.stdio import point_at_devnull
 
     point_at_devnull(sys.stdout.fileno())

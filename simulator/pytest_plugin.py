@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from simulator.executable import write_zread_executable
+from simulator.hosts.executable import write_zread_executable
 
 if TYPE_CHECKING:
-    from simulator.remote import Remote
-    from simulator.virtual import ZreadSim
+    from simulator.runners.virtual import ZreadSim
+    from simulator.tools.remote import Remote
 
 SIMULATOR_VARIABLES = (
     "ZREAD_SIM_SCENARIO",
@@ -40,7 +40,7 @@ def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
 
     Sessions of one test share a fresh home: what one saves, the next one finds.
     """
-    from simulator.virtual import ZreadSim
+    from simulator.runners.virtual import ZreadSim
 
     sim = ZreadSim(home=tmp_path_factory.mktemp("zread-home"))
     yield sim
@@ -69,7 +69,7 @@ def zread_remote(zread_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[R
     Sets ``ZREAD_SIM_CONTROL=unix:...`` for the test; ``zread_remote.snapshot()``,
     ``.inject(failure={...})`` ... connect on first use, waiting for the process.
     """
-    from simulator.remote import Remote
+    from simulator.tools.remote import Remote
 
     folder = tempfile.mkdtemp(prefix="zread-sim-")  # short: socket paths max ~100 bytes
     path = os.path.join(folder, "control.sock")

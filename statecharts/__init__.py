@@ -2,7 +2,7 @@
 
 Owns: the list of commands and the loading of their compiled charts. A module here
 says WHAT its command does (states, gates, transitions, timers, vm fields) as data plus
-a small model class whose methods the data names; ``simulator.chart`` says HOW it runs.
+a small model class whose methods the data names; ``simulator.core.chart`` says HOW it runs.
 
 Charts are imported on first use, so a command pays only for its own.
 """
@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from simulator.chart import Chart
+    from simulator.core.chart import Chart
 
 __all__ = ["COMMANDS", "load_chart"]
 
@@ -34,6 +34,6 @@ def load_chart(command: str) -> Chart:
     """The compiled chart of ``command``, shared by every session in this process."""
     if command not in COMMANDS:
         raise KeyError(command)
-    from simulator.chart import compile_chart
+    from simulator.core.chart import compile_chart
 
     return compile_chart(importlib.import_module(f"statecharts.{command}"))

@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from simulator import wiki
-from simulator.driver import Driver, InvalidParams
-from simulator.effects import ServerStarted, StartServer, StopServer
+from simulator.core.driver import Driver, InvalidParams
+from simulator.core.effects import ServerStarted, StartServer, StopServer
+from simulator.scenario import wiki
 
 __all__ = ["BrowseVM", "Model", "SelectVersionParams", "VersionEntry", "WikiSite"]
 

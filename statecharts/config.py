@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from simulator.driver import Driver, InvalidParams
-from simulator.effects import SaveConfig
+from simulator.core.driver import Driver, InvalidParams
+from simulator.core.effects import SaveConfig
 
 __all__ = ["FIELDS", "ConfigVM", "Field", "Model", "UpdateFields"]
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import msgspec
 
-from simulator import wiki
-from simulator.driver import Driver, InvalidParams
-from simulator.effects import DraftLeft, WikiGenerated
+from simulator.core.driver import Driver, InvalidParams
+from simulator.core.effects import DraftLeft, WikiGenerated
+from simulator.scenario import wiki
 
 __all__ = [
     "ACTIONS",

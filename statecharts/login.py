@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 
 import msgspec
 
-from simulator.driver import Driver, InvalidParams
-from simulator.effects import AskApproval, CancelApproval, SaveLogin
+from simulator.core.driver import Driver, InvalidParams
+from simulator.core.effects import AskApproval, CancelApproval, SaveLogin
 
 __all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams"]
 

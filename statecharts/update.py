@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from simulator.driver import Driver
-from simulator.envelope import go_float
+from simulator.core.driver import Driver
+from simulator.core.envelope import go_float
 from statecharts.version import go_arch, go_os
 
 __all__ = ["Model", "UpdateVM"]

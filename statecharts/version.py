@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from simulator.driver import Driver
+from simulator.core.driver import Driver
 
 _GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows", "cygwin": "windows"}
 _GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}

@@ -235,7 +235,7 @@ def test_seed_variable_is_used(tmp_path: Path) -> None:
 
 
 def packaged_scenarios() -> list[str]:
-    folder = resources.files("simulator") / "scenarios"
+    folder = resources.files("simulator") / "scenario" / "builtin"
     return sorted(
         e.name.removesuffix(".toml") for e in folder.iterdir() if e.name.endswith(".toml")
     )
@@ -256,7 +256,7 @@ def test_scenarios_lists_every_builtin_with_a_description(
     for line in lines:
         name, description = line.split(None, 1)
         text = tomllib.loads(
-            (resources.files("simulator") / "scenarios" / f"{name}.toml").read_text()
+            (resources.files("simulator") / "scenario" / "builtin" / f"{name}.toml").read_text()
         )
         assert description.strip() == text["description"]
     for expected in ("default", "up-to-date", "package-manager", "download-error", "login-timeout"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.virtual import SimSession, ZreadSim
+from simulator.runners.virtual import SimSession, ZreadSim
 
 pytest_plugins = ["pytester"]
 
@@ -26,7 +26,7 @@ def test_the_fixtures_need_no_conftest(pytester: pytest.Pytester) -> None:
     assert not list(pytester.path.glob("conftest.py"))
     pytester.makepyfile(
         """
-        from simulator.virtual import SimSession, ZreadSim
+        from simulator.runners.virtual import SimSession, ZreadSim
 
         def test_sim(zread_sim):
             assert isinstance(zread_sim, ZreadSim)
@@ -164,7 +164,7 @@ def test_a_conftest_can_override_the_fixtures(pytester: pytest.Pytester) -> None
     pytester.makeconftest(
         """
         import pytest
-        from simulator.virtual import ZreadSim
+        from simulator.runners.virtual import ZreadSim
 
         class EmptyWorld(ZreadSim):
             def start(self, command, *args, scenario="empty", **kwargs):

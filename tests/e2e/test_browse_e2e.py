@@ -25,8 +25,7 @@ from urllib.parse import urlsplit
 import msgspec
 import pytest
 
-from simulator import wiki
-from simulator.scenario import load_scenario
+from simulator.scenario import load_scenario, wiki
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 5.0

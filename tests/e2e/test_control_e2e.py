@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from simulator.remote import Remote
+from simulator.tools.remote import Remote
 
 CONTROL_TYPES = {"control_request", "control_response", "control_cancel_request"}
 TIMEOUT = 10.0

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from simulator.client import ReferenceClient
+from simulator.runners.virtual import start
 from simulator.scenario import Scenario, builtin_names, load_scenario
-from simulator.virtual import start
+from simulator.tools.client import ReferenceClient
 
 COMMANDS: list[tuple[str, ...]] = [
     ("generate",),

@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.driver import Flags
+from simulator.core.driver import Flags
+from simulator.core.session import Session
 from simulator.scenario import load_scenario
-from simulator.session import Session
 from statecharts import load_chart
 
 SILENCE = 1.0

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulator.home import DATABASE, Home
-from simulator.world import Account, World
+from simulator.hosts.home import DATABASE, Home
+from simulator.scenario.world import Account, World
 
 from .helpers import Proc, write_scenario
 

@@ -18,11 +18,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator import failures, faults, timing, world
-from simulator.driver import Flags
-from simulator.effects import EffectHost
-from simulator.scenario import Scenario, load_scenario
-from simulator.session import Session
+from simulator.core.driver import Flags
+from simulator.core.session import Session
+from simulator.hosts.effects import EffectHost
+from simulator.scenario import Scenario, failures, faults, load_scenario, timing, world
 from statecharts import COMMANDS, load_chart
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"

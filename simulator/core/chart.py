@@ -1,0 +1,282 @@
+"""Turns a chart declared as data into one shared ``transitions`` machine.
+
+Owns: the schema of a chart (``statecharts/<command>.py`` exports ``CHART``, a dict of
+plain lists and dicts, and ``Model``, the :class:`~simulator.driver.Driver` subclass
+whose methods the chart names), its validation, and :class:`Chart`, the compiled form
+a session runs.
+
+A chart dict has:
+
+- ``name``: the zread command; ``initial``: the state a session starts in.
+- ``states``: a list of ``{"name", "waiting_for": [...], "vm_state", "terminal",
+  "timers": [{"after": <delay name>, "trigger": "_x", "repeat": bool}], "on_enter",
+  "on_exit"}``. A state's timers are armed when it is entered and dropped when it is
+  left; a ``repeat`` timer is armed again each time it fires while the state holds.
+  ``after`` names a delay of the scenario's ``[timing]``, or a duration of its world
+  (``"world.login.auth_timeout"``).
+  ``vm_state`` is what ``vm.state`` shows (default: the name), so several chart states
+  can be one zread state with different gates. ``waiting_for`` is the list the event
+  carries, in order; it is the only place gates are written.
+- ``transitions``: ``{"trigger", "source", "dest", "conditions", "unless", "prepare",
+  "before", "after"}`` as ``transitions`` takes them; ``dest: None`` is internal.
+  Triggers starting with ``_`` are internal (timers, start-up) and never accepted
+  from a client.
+- ``commands``: ``{type: {"params": <Struct name in the module>, "check": <method>}}``
+  for every command a client may send.
+
+A chart may declare an internal ``_start`` trigger: the session fires it once before
+the first event, so a chart can choose its first state from flags and the world.
+
+Every name is resolved here, once, when the chart is compiled; a chart that names a
+missing state, callback or params type, or whose gates disagree with its
+transitions, fails to compile with a message saying which.
+
+Sessions are models the shared machine does not list: ``Event.trigger(model)`` needs
+only the model's ``state`` attribute, while ``Machine.add_model`` scans a list
+(O(models)) and binds a dozen methods to every model.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from transitions import Machine
+
+from simulator.core.driver import Driver
+
+__all__ = ["Chart", "ChartError", "CommandSpec", "StateSpec", "TimerSpec", "compile_chart"]
+
+_CALLBACK_KEYS = ("conditions", "unless", "prepare", "before", "after")
+WORLD_DELAY = "world."
+"""A timer ``after`` that starts with this is a duration read from the world, in seconds."""
+
+
+class ChartError(Exception):
+    """A chart that cannot run: the simulator's own bug, never the client's."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSpec:
+    after: str
+    trigger: str
+    repeat: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StateSpec:
+    name: str
+    vm_state: str
+    waiting_for: tuple[str, ...]
+    terminal: bool
+    timers: tuple[TimerSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    params: type[Any] | None
+    check: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """A compiled chart: its states, commands and the machine shared by its sessions."""
+
+    name: str
+    initial: str
+    states: Mapping[str, StateSpec]
+    commands: Mapping[str, CommandSpec]
+    model: type[Driver]
+    machine: Machine
+    delays: frozenset[str]
+    has_start: bool
+    shows_state: bool
+
+    def fire(self, model: Driver, trigger: str, **payload: Any) -> bool:
+        """Fire ``trigger`` on ``model``; True when a transition ran."""
+        return bool(self.machine.events[trigger].trigger(model, **payload))
+
+    def accepts(self, state: str, trigger: str) -> bool:
+        """True when ``trigger`` has a transition out of ``state``."""
+        event = self.machine.events.get(trigger)
+        return event is not None and bool(event.transitions.get(state))
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _require(ok: bool, chart: str, message: str) -> None:
+    if not ok:
+        raise ChartError(f"chart {chart}: {message}")
+
+
+def compile_chart(module: types.ModuleType) -> Chart:
+    """Validate ``module.CHART`` against ``module.Model`` and build its machine."""
+    data: dict[str, Any] = module.CHART
+    model: type[Driver] = module.Model
+    name = data["name"]
+    states = _compile_states(name, data["states"])
+    _check_state_callbacks(name, data["states"], model)
+    _require(data["initial"] in states, name, f"initial state {data['initial']!r} is not declared")
+    transitions = [dict(t) for t in data["transitions"]]
+    _check_transitions(name, transitions, states, model)
+    commands = _compile_commands(name, data.get("commands", {}), module, model)
+    _check_gates(name, states, transitions, commands)
+    machine = Machine(
+        model=None,
+        states=[_machine_state(spec) for spec in data["states"]],
+        transitions=transitions,
+        initial=data["initial"],
+        send_event=True,
+        auto_transitions=False,
+        ignore_invalid_triggers=True,
+    )
+    delays = frozenset(
+        t.after for s in states.values() for t in s.timers if not t.after.startswith(WORLD_DELAY)
+    )
+    vm_fields = getattr(model.vm_type, "__struct_fields__", ())
+    return Chart(
+        name=name,
+        initial=data["initial"],
+        states=states,
+        commands=commands,
+        model=model,
+        machine=machine,
+        delays=delays,
+        has_start=any(t["trigger"] == "_start" for t in transitions),
+        shows_state="state" in vm_fields,
+    )
+
+
+def _machine_state(spec: Mapping[str, Any]) -> dict[str, Any]:
+    state: dict[str, Any] = {"name": spec["name"]}
+    for key in ("on_enter", "on_exit"):
+        if key in spec:
+            state[key] = spec[key]
+    return state
+
+
+def _check_state_callbacks(
+    chart: str, raw: Iterable[Mapping[str, Any]], model: type[Driver]
+) -> None:
+    for spec in raw:
+        for key in ("on_enter", "on_exit"):
+            for callback in _names(spec.get(key)):
+                _check_callable(chart, model, callback, f"state {spec['name']!r} {key}")
+
+
+def _compile_states(chart: str, raw: Iterable[Mapping[str, Any]]) -> dict[str, StateSpec]:
+    states: dict[str, StateSpec] = {}
+    for spec in raw:
+        name = spec["name"]
+        _require(name not in states, chart, f"state {name!r} is declared twice")
+        waiting_for = tuple(spec.get("waiting_for", ()))
+        terminal = bool(spec.get("terminal", False))
+        _require(
+            not (terminal and waiting_for), chart, f"terminal state {name!r} has a waiting_for"
+        )
+        for entry in waiting_for:
+            _require(not entry.startswith("_"), chart, f"state {name!r} waits for {entry!r}")
+        timers = tuple(
+            TimerSpec(t["after"], t["trigger"], bool(t.get("repeat", False)))
+            for t in spec.get("timers", ())
+        )
+        for timer in timers:
+            _require(
+                timer.trigger.startswith("_"),
+                chart,
+                f"timer trigger {timer.trigger!r} of {name!r} must be internal",
+            )
+        states[name] = StateSpec(
+            name=name,
+            vm_state=spec.get("vm_state", name),
+            waiting_for=waiting_for,
+            terminal=terminal,
+            timers=timers,
+        )
+    return states
+
+
+def _check_callable(chart: str, model: type[Driver], callback: str, where: str) -> None:
+    _require(
+        callable(getattr(model, callback, None)),
+        chart,
+        f"{where} names {callback!r}, which {model.__name__} does not define",
+    )
+
+
+def _check_transitions(
+    chart: str,
+    transitions: list[dict[str, Any]],
+    states: Mapping[str, StateSpec],
+    model: type[Driver],
+) -> None:
+    for t in transitions:
+        where = f"transition {t['trigger']!r} from {t['source']!r}"
+        for source in _names(t["source"]):
+            _require(source in states, chart, f"{where}: unknown source")
+            _require(not states[source].terminal, chart, f"{where}: leaves a terminal state")
+        dest = t.get("dest")
+        _require(dest is None or dest in states, chart, f"{where}: unknown dest {dest!r}")
+        _require(dest not in _names(t["source"]), chart, f"{where}: reflexive (use dest None)")
+        for key in _CALLBACK_KEYS:
+            for callback in _names(t.get(key)):
+                _check_callable(chart, model, callback, where)
+    for state in states.values():
+        for timer in state.timers:
+            fired = any(
+                t["trigger"] == timer.trigger and state.name in _names(t["source"])
+                for t in transitions
+            )
+            _require(fired, chart, f"timer {timer.trigger!r} of {state.name!r} has no transition")
+
+
+def _compile_commands(
+    chart: str, raw: Mapping[str, Mapping[str, Any]], module: types.ModuleType, model: type[Driver]
+) -> dict[str, CommandSpec]:
+    commands: dict[str, CommandSpec] = {}
+    for command, spec in raw.items():
+        _require(not command.startswith("_"), chart, f"command {command!r} is internal")
+        params = None
+        if "params" in spec:
+            params = getattr(module, spec["params"], None)
+            _require(isinstance(params, type), chart, f"params {spec['params']!r} is not a type")
+        check = spec.get("check")
+        if check is not None:
+            _check_callable(chart, model, check, f"command {command!r}")
+        commands[command] = CommandSpec(params=params, check=check)
+    return commands
+
+
+def _check_gates(
+    chart: str,
+    states: Mapping[str, StateSpec],
+    transitions: list[dict[str, Any]],
+    commands: Mapping[str, CommandSpec],
+) -> None:
+    for t in transitions:
+        trigger = t["trigger"]
+        if trigger.startswith("_"):
+            continue
+        _require(trigger in commands, chart, f"command {trigger!r} is not declared")
+        for source in _names(t["source"]):
+            _require(
+                trigger in states[source].waiting_for,
+                chart,
+                f"{source!r} accepts {trigger!r} but does not wait for it",
+            )
+    for state in states.values():
+        for entry in state.waiting_for:
+            if entry == "quit":
+                continue
+            has_transition = any(
+                t["trigger"] == entry and state.name in _names(t["source"]) for t in transitions
+            )
+            _require(has_transition, chart, f"{state.name!r} waits for {entry!r} but has no way")

@@ -1,0 +1,94 @@
+"""What a chart's model may ask of the session that runs it.
+
+Owns: :class:`Driver`, the base class of every chart's model (the object whose
+``state`` the shared ``transitions`` machine moves, and whose methods the chart names
+as callbacks), the :class:`Runtime` protocol a session offers its driver, and
+:class:`Flags`, the zread command-line flags a driver may read.
+
+Must not: do I/O or read the clock. A driver changes its vm and asks for timers,
+failures and effects through ``self.rt``; the session owns all of them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from simulator.scenario import Scenario
+    from simulator.scenario.failures import Failure
+
+__all__ = ["Driver", "Flags", "InvalidParams", "Runtime"]
+
+
+class InvalidParams(Exception):
+    """Raised by a command check: the params are well-formed but name nothing valid."""
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The zread flags that change a driver's flow (``zread <command> --help``)."""
+
+    yes: bool = False
+    draft_action: str = ""
+    skip_failed: bool = False
+    custom: bool = False
+
+
+class Runtime(Protocol):
+    """The services a session gives its driver."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def flags(self) -> Flags: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def peer_attached(self) -> bool:
+        """True when a control peer is attached (``--control``)."""
+        ...
+
+    def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
+        """Fire ``trigger`` after the named scenario delay (or a number of seconds)."""
+        ...
+
+    def cancel(self, timer_id: int) -> None:
+        """Forget a timer that has not fired yet."""
+        ...
+
+    def failure(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
+        """The scenario's failure for this attempt at ``point``, or None if it succeeds."""
+        ...
+
+    def effect(self, effect: object) -> None:
+        """Ask the runner to do something outside the session (I/O)."""
+        ...
+
+
+class Driver:
+    """Base of a chart's model: holds the vm and the runtime; callbacks are methods.
+
+    ``state`` is written by the chart's ``transitions`` machine. ``vm`` is a msgspec
+    Struct whose encoding is the event's ``vm``.
+    """
+
+    vm_type: ClassVar[type[Any]]
+    state: str
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.vm = self.vm_type()
+
+    def on_quit(self) -> None:
+        """Called when the client quits; release whatever the driver holds."""
+
+    def on_effect(self, effect: object, result: object) -> None:
+        """Called with the result of an effect this driver asked for."""

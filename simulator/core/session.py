@@ -1,0 +1,453 @@
+"""One zread session, sans-I/O: a chart instance, its vm, its timers.
+
+Owns: the rules every driver shares. Lines in, event lines out; ``quit`` in every
+state; rejected lines answered with the previous vm and waiting_for byte for byte;
+internal ``_`` triggers never taken from a client; one event per accepted command and
+per internal transition; a terminal state ends the session.
+
+The session never reads, writes, sleeps or looks at the wall clock (the h11 model)::
+
+    session = Session(chart, scenario, seed=0, speed=1.0)
+    out = session.start()              # the first event, before anything is read
+    out += session.feed(line)          # a command line, at the time of the last advance
+    deadline = session.next_deadline() # when a timer wants to fire, or None
+    out += session.advance(deadline)   # fire every timer due by then, in order
+
+Time is a float of seconds that only the caller moves. A timer fires *at its
+deadline*: timers it schedules count from that deadline, not from the time ``advance``
+was called, so a late runner does not stretch a run. Randomness comes from streams
+derived from the seed: timing, world data and failures each have their own, so a
+scenario that changes a delay does not change which page fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from simulator.core.chart import WORLD_DELAY, Chart
+from simulator.core.driver import Flags, InvalidParams
+from simulator.core.envelope import (
+    MAX_LINE_BYTES,
+    RejectedLine,
+    decode_command,
+    decode_params,
+    encode_event,
+    encode_vm,
+    not_allowed,
+)
+from simulator.scenario import Scenario
+from simulator.scenario.failures import Failure, FailurePlan
+
+__all__ = ["JournalEntry", "Session", "SessionError", "Timer"]
+
+_OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
+
+
+class SessionError(Exception):
+    """The session was used out of order (a caller's bug, not the client's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One line the client sent, and what the session expected when it arrived."""
+
+    time: float
+    line: bytes
+    state: str
+    waiting_for: tuple[str, ...]
+    after_done: bool
+    error: str
+    """Why the line was refused (the event's ``error``), or ``""`` when accepted."""
+
+    def __str__(self) -> str:
+        sent = self.line.decode("utf-8", "replace")
+        if len(sent) > 200:
+            sent = sent[:200] + "..."
+        expected = ", ".join(self.waiting_for) or "nothing (wait for the next event)"
+        if self.after_done:
+            expected = "nothing: the session was done"
+        return (
+            f"at t={self.time:.3f}s in state {self.state}: sent {sent}; "
+            f"expected {expected}: {self.error}"
+        )
+
+
+class _NoParams(msgspec.Struct):
+    """Params of a command that takes none: any object, its keys ignored."""
+
+
+@dataclass(order=True, slots=True)
+class Timer:
+    """A pending internal trigger."""
+
+    deadline: float
+    seq: int
+    trigger: str = field(compare=False)
+    payload: dict[str, Any] = field(compare=False)
+    state: str = field(compare=False, default="")
+    repeat_after: str = field(compare=False, default="")
+
+
+class Session:
+    """A chart instance driven by lines and by time; see the module docstring."""
+
+    __slots__ = (
+        "_done",
+        "_effects",
+        "_failures",
+        "_flags",
+        "_heap",
+        "_journal",
+        "_last_vm",
+        "_last_waiting_for",
+        "_live",
+        "_now",
+        "_rng",
+        "_scenario",
+        "_seed",
+        "_seq",
+        "_shown_state",
+        "_speed",
+        "_started",
+        "_timing_rng",
+        "chart",
+        "driver",
+        "peer_attached",
+    )
+
+    def __init__(
+        self,
+        chart: Chart,
+        scenario: Scenario,
+        *,
+        flags: Flags | None = None,
+        seed: int = 0,
+        speed: float = 1.0,
+        now: float = 0.0,
+    ) -> None:
+        missing = sorted(chart.delays - scenario.timing.keys())
+        if missing:
+            raise SessionError(f"scenario {scenario.name} has no timing for {', '.join(missing)}")
+        if speed < 0:
+            raise SessionError("speed must be >= 0")
+        self.chart = chart
+        self._scenario = scenario
+        self._flags = flags or Flags()
+        self._speed = speed * scenario.speed
+        self._seed = seed
+        self._now = now
+        self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
+        self._rng: random.Random | None = None  # drawn from rarely: made on first use
+        self._failures = FailurePlan(scenario.failures, random.Random(f"zread-sim:{seed}:failures"))
+        self._heap: list[Timer] = []
+        self._live: dict[int, Timer] = {}
+        self._seq = 0
+        self._effects: list[object] = []
+        self._started = False
+        self._done = False
+        self._last_vm = b"{}"
+        self._last_waiting_for: tuple[str, ...] = ()
+        self._shown_state = ""
+        self._journal: list[JournalEntry] = []
+        self.peer_attached = False  # a control peer can answer requests (set by the runner)
+        self.driver = chart.model(self)
+        self.driver.state = chart.initial
+
+    # -- what a driver may use (simulator.driver.Runtime) -------------------------
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    @property
+    def rng(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random(f"zread-sim:{self._seed}:world")
+        return self._rng
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def flags(self) -> Flags:
+        return self._flags
+
+    def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
+        seconds = self._draw(delay) if isinstance(delay, str) else float(delay)
+        return self._push(trigger, seconds, payload)
+
+    def cancel(self, timer_id: int) -> None:
+        self._live.pop(timer_id, None)
+
+    def failure(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
+        return self._failures.check(point, target=target, attempt=attempt)
+
+    def effect(self, effect: object) -> None:
+        self._effects.append(effect)
+
+    # -- what a runner uses -------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """True once the ``done:true`` event has been produced."""
+        return self._done
+
+    @property
+    def now(self) -> float:
+        """The session's clock: the latest time given to :meth:`advance`."""
+        return self._now
+
+    @property
+    def state(self) -> str:
+        """The chart state (finer than ``vm.state`` where one zread state has gates)."""
+        return self.driver.state
+
+    @property
+    def speed(self) -> float:
+        """The factor every delay is multiplied by (``--speed`` times the scenario's)."""
+        return self._speed
+
+    @property
+    def shown_state(self) -> str:
+        """The vm state the last event showed (config's is ``editing``)."""
+        return self._shown_state
+
+    @property
+    def waiting_for(self) -> tuple[str, ...]:
+        """The waiting_for of the last event."""
+        return self._last_waiting_for
+
+    def set_speed(self, speed: float) -> None:
+        """Change ``--speed`` now; pending timers keep the share of their wait done."""
+        if not 0 <= speed < float("inf"):
+            raise SessionError("speed must be a number >= 0")
+        old, self._speed = self._speed, speed * self._scenario.speed
+        for timer in self._live.values():
+            remaining = timer.deadline - self._now
+            timer.deadline = self._now + (remaining * self._speed / old if old else 0.0)
+        self._heap = list(self._live.values())
+        heapq.heapify(self._heap)
+
+    def inject(self, failure: Failure) -> None:
+        """Add a domain failure ahead of the scenario's (the first match wins)."""
+        self._failures.add(failure)
+
+    def deliver(self, trigger: str, **payload: Any) -> list[bytes]:
+        """Fire an internal trigger now (a runner's answer to an effect); its event."""
+        self._require_started()
+        if self._done or not trigger.startswith("_"):
+            return []
+        return [self._emit()] if self._fire(trigger, payload) else []
+
+    def snapshot(self) -> dict[str, Any]:
+        """The session as a control peer sees it: plain data, JSON-ready."""
+        return {
+            "command": self.chart.name,
+            "state": self._shown_state,
+            "chart_state": self.driver.state,
+            "vm": msgspec.json.decode(self._last_vm),
+            "waiting_for": list(self._last_waiting_for),
+            "done": self._done,
+            "clock": self._now,
+            "speed": self._speed,
+            "timers": [
+                {
+                    "trigger": t.trigger,
+                    "deadline": t.deadline,
+                    "in": max(0.0, t.deadline - self._now),
+                }
+                for t in self.pending()
+            ],
+        }
+
+    def take_effects(self) -> list[object]:
+        """Effects the driver asked for since the last call, oldest first."""
+        effects, self._effects = self._effects, []
+        return effects
+
+    def resolve(self, effect: object, result: object) -> None:
+        """Hand the driver the result of an effect it asked for (no event by itself)."""
+        self.driver.on_effect(effect, result)
+
+    def start(self) -> list[bytes]:
+        """The first event. Call once, before anything else."""
+        if self._started:
+            raise SessionError("start() was already called")
+        self._started = True
+        before = self.driver.state
+        if self.chart.has_start:
+            self.chart.fire(self.driver, "_start")
+        self._entered(before, force=True)
+        return [self._emit()]
+
+    def feed(self, line: bytes) -> list[bytes]:
+        """Answer one line from the client (without its newline)."""
+        self._require_started()
+        if not line.strip():
+            return []
+        if self._done:
+            self._record(line, "the session is already done (done:true was written)")
+            return []
+        if len(line) > MAX_LINE_BYTES:
+            self._record(line[:MAX_LINE_BYTES], _OVERSIZED)
+            return [self._reject(_OVERSIZED)]
+        try:
+            command = decode_command(line)
+            if command.type == "quit":
+                self._record(line, "")
+                return [self.quit()]
+            spec = self.chart.states[self.driver.state]
+            if command.type not in spec.waiting_for:
+                raise RejectedLine(not_allowed(command.type, spec.vm_state))
+            params = self._params(command.type, command.params)
+        except RejectedLine as rejected:
+            self._record(line, rejected.text)
+            return [self._reject(rejected.text)]
+        self._record(line, "")
+        self._fire(command.type, {"params": params})
+        return [self._emit()]
+
+    @property
+    def journal(self) -> list[JournalEntry]:
+        """Every line the client sent (blank ones aside), with what was expected then."""
+        return self._journal
+
+    @property
+    def violations(self) -> list[JournalEntry]:
+        """The client's mistakes: rejected lines and anything sent after done."""
+        return [entry for entry in self._journal if entry.error]
+
+    def _record(self, line: bytes, error: str) -> None:
+        self._journal.append(
+            JournalEntry(
+                self._now, line, self._shown_state, self._last_waiting_for, self._done, error
+            )
+        )
+
+    def quit(self) -> bytes:
+        """End the session as ``quit`` does: the vm as it stood, ``done:true``."""
+        self._require_started()
+        if self._done:
+            raise SessionError("the session is already done")
+        self.driver.on_quit()
+        return self._finish(self._last_vm)
+
+    def advance(self, now: float, *, limit: int = 0) -> list[bytes]:
+        """Move the clock to ``now`` and fire every timer due by then, in order.
+
+        With ``limit``, stop after that many events; the clock then stays at the last
+        timer fired, and the next call goes on where this one stopped. A runner uses it
+        to write events as they come rather than all at once.
+        """
+        self._require_started()
+        out: list[bytes] = []
+        while self._heap and self._heap[0].deadline <= now and not self._done:
+            if limit and len(out) >= limit:
+                return out
+            timer = heapq.heappop(self._heap)
+            if self._live.pop(timer.seq, None) is None:
+                continue
+            self._now = max(self._now, timer.deadline)
+            fired = self._fire(timer.trigger, timer.payload)
+            if timer.repeat_after and self.driver.state == timer.state and not self._done:
+                self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
+            if fired:
+                out.append(self._emit())
+        self._now = max(self._now, now)
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When the next timer is due, or None when nothing is pending."""
+        while self._heap and self._heap[0].seq not in self._live:
+            heapq.heappop(self._heap)
+        if self._done or not self._heap:
+            return None
+        return self._heap[0].deadline
+
+    def pending(self) -> list[Timer]:
+        """The timers still to fire, soonest first."""
+        return sorted(self._live.values())
+
+    # -- inside -------------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise SessionError("call start() first")
+
+    def _draw(self, delay: str) -> float:
+        if delay.startswith(WORLD_DELAY):
+            value: Any = self._scenario.world
+            for part in delay.removeprefix(WORLD_DELAY).split("."):
+                value = getattr(value, part)
+            return float(value)
+        return self._scenario.timing[delay].draw(self._timing_rng)
+
+    def _push(self, trigger: str, seconds: float, payload: dict[str, Any], **extra: str) -> int:
+        self._seq += 1
+        timer = Timer(self._now + seconds * self._speed, self._seq, trigger, payload, **extra)
+        heapq.heappush(self._heap, timer)
+        self._live[timer.seq] = timer
+        return timer.seq
+
+    def _arm(self, trigger: str, after: str, state: str, *, repeat: bool) -> None:
+        extra = {"repeat_after": after} if repeat else {}
+        self._push(trigger, self._draw(after), {}, state=state, **extra)
+
+    def _params(self, command_type: str, raw: bytes) -> Any:
+        spec = self.chart.commands[command_type]
+        params = decode_params(raw, spec.params or _NoParams)
+        if spec.check is not None:
+            check: Callable[[Any], None] = getattr(self.driver, spec.check)
+            try:
+                check(params)
+            except InvalidParams as err:
+                raise RejectedLine(f"invalid params: {err}") from None
+        return params
+
+    def _fire(self, trigger: str, payload: dict[str, Any]) -> bool:
+        before = self.driver.state
+        fired = self.chart.fire(self.driver, trigger, **payload)
+        self._entered(before)
+        return fired
+
+    def _entered(self, before: str, *, force: bool = False) -> None:
+        state = self.driver.state
+        if state == before and not force:
+            return
+        for seq, timer in list(self._live.items()):
+            if timer.state and timer.state != state:
+                del self._live[seq]
+        spec = self.chart.states[state]
+        if spec.terminal:
+            self._live.clear()
+            return
+        for timer_spec in spec.timers:
+            self._arm(timer_spec.trigger, timer_spec.after, state, repeat=timer_spec.repeat)
+
+    def _emit(self) -> bytes:
+        spec = self.chart.states[self.driver.state]
+        self._shown_state = spec.vm_state
+        if self.chart.shows_state:
+            self.driver.vm.state = spec.vm_state
+        vm_json = encode_vm(self.driver.vm)
+        if spec.terminal:
+            return self._finish(vm_json)
+        self._last_vm, self._last_waiting_for = vm_json, spec.waiting_for
+        return encode_event(vm_json, spec.waiting_for, False, "")
+
+    def _finish(self, vm_json: bytes) -> bytes:
+        self._done = True
+        self._live.clear()
+        self._heap.clear()
+        self._last_vm, self._last_waiting_for = vm_json, ()
+        return encode_event(vm_json, (), True, "")
+
+    def _reject(self, text: str) -> bytes:
+        return encode_event(self._last_vm, self._last_waiting_for, False, text)

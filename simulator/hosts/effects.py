@@ -1,0 +1,58 @@
+"""Performing effects: what a runner does for a session's requests to the outside world.
+
+Owns: :class:`EffectHost`, which starts and stops the browse server and persists what
+a command saved (with a home; without one, nothing is written anywhere).
+
+Must not: call into a session. A runner hands it each effect a session returned and
+feeds any result back to the session as a new input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from simulator.core.effects import PERSISTED, ServerStarted, StartServer, StopServer
+
+if TYPE_CHECKING:
+    from simulator.hosts.home import Home
+
+__all__ = ["EffectHost"]
+
+
+@dataclass
+class EffectHost:
+    """Performs effects for the sessions of one runner; :meth:`close` releases all.
+
+    With a ``home``, what a command saved persists there; without one it is dropped.
+    """
+
+    servers: dict[int, Any] = field(default_factory=dict)
+    home: Home | None = None
+
+    def perform(self, owner: int, effect: object) -> object | None:
+        """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""
+        if isinstance(effect, StartServer):
+            from simulator.hosts.wikiserver import WikiServer
+
+            try:
+                server = WikiServer(effect.site)
+            except OSError as err:
+                return ServerStarted(error=f"listen on 127.0.0.1: {err.strerror}")
+            self.servers[owner] = server
+            return ServerStarted(url=server.url)
+        if isinstance(effect, StopServer):
+            server = self.servers.pop(owner, None)
+            if server is not None:
+                server.close()
+        elif isinstance(effect, PERSISTED) and self.home is not None:
+            self.home.apply(effect)
+        return None
+
+    def close(self) -> None:
+        """Stop every server still running, and close the home."""
+        for server in self.servers.values():
+            server.close()
+        self.servers.clear()
+        if self.home is not None:
+            self.home.close()

@@ -1,0 +1,248 @@
+"""A session in virtual time, for tests: a 15-second generate finishes in milliseconds.
+
+Owns: :class:`SimSession`, the in-process runner behind the ``zread_sim`` fixture and
+usable without pytest. It keeps the decoded events, a transcript of every line in both
+directions with its virtual time, and the client's mistakes (``violations``). Time
+moves only when the test waits: :meth:`SimSession.wait_for` fires the session's timers
+in order until an event satisfies its predicate.
+
+Effects are carried out as the process would (the browse server is a real HTTP server
+on 127.0.0.1), so a test can fetch ``vm.url`` while the session serves.
+
+Must not: sleep or read the wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from simulator.core.session import JournalEntry, Session
+from simulator.hosts.effects import EffectHost
+from simulator.scenario import Scenario
+
+__all__ = ["SimSession", "SimulationError", "TranscriptLine", "ZreadSim", "start"]
+
+Event = dict[str, Any]
+
+DEFAULT_HORIZON = 24 * 3600.0
+"""How much virtual time a wait may spend before it calls the session stuck."""
+
+
+class SimulationError(AssertionError):
+    """A wait that cannot be satisfied: the session ended, stalled or ran too long."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLine:
+    """One line on the wire: ``"in"`` from the client, ``"out"`` from the simulator."""
+
+    direction: Literal["in", "out"]
+    time: float
+    data: bytes
+
+
+class SimSession:
+    """One simulated zread session driven by a test, in virtual time."""
+
+    def __init__(self, session: Session, *, effects: EffectHost | None = None) -> None:
+        self._session = session
+        self._effects = effects or EffectHost()
+        self.events: list[Event] = []
+        """Every event so far, decoded: the dicts the process would print."""
+        self.transcript: list[TranscriptLine] = []
+        self._cursor = 0
+        self._take(session.start())
+
+    # -- what a test reads ---------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        """The sans-I/O session underneath."""
+        return self._session
+
+    @property
+    def now(self) -> float:
+        """Virtual seconds since the session started."""
+        return self._session.now
+
+    @property
+    def done(self) -> bool:
+        return self._session.done
+
+    @property
+    def last(self) -> Event:
+        """The latest event."""
+        return self.events[-1]
+
+    @property
+    def vm(self) -> dict[str, Any]:
+        """The latest event's vm."""
+        return dict(self.last["vm"])
+
+    @property
+    def waiting_for(self) -> list[str]:
+        """The latest event's waiting_for."""
+        return list(self.last["waiting_for"])
+
+    @property
+    def violations(self) -> list[JournalEntry]:
+        """The client's mistakes: commands not in waiting_for, bad JSON or params, and
+        anything sent after done. ``assert not session.violations`` in a client test."""
+        return self._session.violations
+
+    # -- what a test does ----------------------------------------------------------
+
+    def send(self, type: str, **params: Any) -> list[Event]:
+        """Send ``{"type": type, "params": params}``; the events it answers at once."""
+        line = json.dumps({"type": type, "params": params}, separators=(",", ":"))
+        return self.send_line(line)
+
+    def send_line(self, line: bytes | str) -> list[Event]:
+        """Send one raw line (without its newline), as a client would write it."""
+        data = line.encode("utf-8") if isinstance(line, str) else line
+        self.transcript.append(TranscriptLine("in", self.now, data))
+        return self._take(self._session.feed(data))
+
+    def close_stdin(self) -> list[Event]:
+        """End of input: the session quits, as the process does."""
+        return [] if self.done else self._take([self._session.quit()])
+
+    def advance(self, seconds: float) -> list[Event]:
+        """Let ``seconds`` of virtual time pass; the events that fired meanwhile."""
+        return self._take(self._session.advance(self.now + seconds))
+
+    def wait_for(
+        self, predicate: Callable[[Event], bool], *, horizon: float = DEFAULT_HORIZON
+    ) -> Event:
+        """The next event the test has not yet waited past that satisfies ``predicate``.
+
+        Virtual time moves from timer to timer until one does. Raises
+        :class:`SimulationError` if the session ends, stalls (nothing pending and the
+        client's turn) or spends ``horizon`` virtual seconds first.
+        """
+        limit = self.now + horizon
+        while True:
+            while self._cursor < len(self.events):
+                event = self.events[self._cursor]
+                self._cursor += 1
+                if predicate(event):
+                    return event
+            if self.done:
+                raise SimulationError(self._why("the session ended (done:true)"))
+            deadline = self._session.next_deadline()
+            if deadline is None:
+                raise SimulationError(self._why("the session is waiting for the client"))
+            if deadline > limit:
+                raise SimulationError(self._why(f"nothing matched within {horizon:g} s"))
+            self._take(self._session.advance(deadline, limit=1))
+
+    def wait_done(self, *, horizon: float = DEFAULT_HORIZON) -> Event:
+        """Run until the ``done:true`` event; it."""
+        return self.wait_for(lambda event: bool(event["done"]), horizon=horizon)
+
+    def wait_state(self, state: str, *, horizon: float = DEFAULT_HORIZON) -> Event:
+        """Run until an event whose vm.state is ``state``; it."""
+        return self.wait_for(lambda event: event["vm"].get("state") == state, horizon=horizon)
+
+    def close(self) -> None:
+        """Quit if still running and release what the session holds (servers)."""
+        if not self.done:
+            self.close_stdin()
+        self._effects.close()
+
+    def __enter__(self) -> SimSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- inside --------------------------------------------------------------------
+
+    def _take(self, lines: list[bytes]) -> list[Event]:
+        for effect in self._session.take_effects():
+            result = self._effects.perform(id(self), effect)
+            if result is not None:
+                self._session.resolve(effect, result)
+        events = []
+        for line in lines:
+            self.transcript.append(TranscriptLine("out", self.now, line))
+            events.append(json.loads(line))
+        self.events.extend(events)
+        return events
+
+    def _why(self, reason: str) -> str:
+        last = self.events[-1] if self.events else {}
+        state = last.get("vm", {}).get("state", self._session.shown_state)
+        return (
+            f"{reason}: no new event matched; last state {state!r}, "
+            f"waiting_for {last.get('waiting_for')}, at t={self.now:.3f}s"
+        )
+
+
+def start(
+    command: str,
+    *args: str,
+    scenario: str | Scenario = "default",
+    seed: int = 0,
+    speed: float = 1.0,
+    home: str | os.PathLike[str] | None = None,
+) -> SimSession:
+    """Start ``zread <command> *args --stdio`` in virtual time.
+
+    ``args`` are zread's own flags (``"-y"``, ``"--draft-action", "resume"``, ...);
+    ``scenario`` a built-in name, a TOML path, or a loaded :class:`Scenario`; ``home``
+    a directory whose world persists across sessions, as ``--home`` does.
+    """
+    from simulator.hosts.home import Home
+    from simulator.launch import build_session
+
+    kept = Home(home) if home is not None else None
+    try:
+        session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=kept)
+    except BaseException:
+        if kept is not None:
+            kept.close()
+        raise
+    return SimSession(session, effects=EffectHost(home=kept))
+
+
+class ZreadSim:
+    """Starts in-process sessions for one test and closes them all at its end.
+
+    The logic of the ``zread_sim`` fixture, usable without pytest::
+
+        sim = ZreadSim()
+        session = sim.start("generate", "-y", scenario="flaky-pages")
+        session.wait_done()
+        sim.close()
+
+    With a ``home``, what one session saves (config, login, a generated wiki, a draft)
+    is what the next one finds, as with zread on one machine.
+    """
+
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+        self.home = home
+        self.sessions: list[SimSession] = []
+
+    def start(
+        self,
+        command: str,
+        *args: str,
+        scenario: str | Scenario = "default",
+        seed: int = 0,
+        speed: float = 1.0,
+    ) -> SimSession:
+        """Start ``zread <command> *args --stdio`` in virtual time (see :func:`start`)."""
+        session = start(command, *args, scenario=scenario, seed=seed, speed=speed, home=self.home)
+        self.sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        """Quit every session still running and stop their servers."""
+        for session in self.sessions:
+            session.close()
+        self.sessions.clear()

@@ -1,0 +1,182 @@
+"""Scenarios: a world, its timing and its failures, by name or from a TOML file.
+
+Owns: :class:`Scenario`, the built-in catalogue (``simulator/scenario/builtin/*.toml``), and
+loading: ``extends`` chains merged table by table (arrays are replaced, not appended),
+then validated into typed structs. A scenario that does not say ``extends`` extends
+``default``, so a file only states what differs. A scenario that names an unknown key, a wrong type
+or an impossible value is refused with its file, the key and the reason.
+
+Must not: draw random numbers, read the clock, or write anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from simulator.scenario.failures import Failure
+from simulator.scenario.faults import Fault
+from simulator.scenario.timing import Delay
+from simulator.scenario.world import World
+
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "builtin_names",
+    "builtin_text",
+    "load_scenario",
+]
+
+DEFAULT = "default"
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; the message names the file, the key and why."""
+
+
+class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A world plus timing plus failures; the only source of behaviour variation.
+
+    ``speed`` multiplies every delay, on top of ``--speed``; ``failures`` are domain
+    failures (a page, the catalog, the download...); ``faults`` are transport faults
+    (what happens to the bytes on the way to the client).
+    """
+
+    name: str = ""
+    description: str = ""
+    extends: str = ""
+    world: World = msgspec.field(default_factory=World)
+    speed: float = 1.0
+    timing: dict[str, Delay] = msgspec.field(default_factory=dict)
+    failures: list[Failure] = msgspec.field(default_factory=list)
+    faults: list[Fault] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.speed < float("inf"):
+            raise ValueError("speed must be a number >= 0")
+
+
+# The built-ins ship inside the package; os.path keeps importlib.resources and pathlib
+# (~10 ms) out of every start-up.
+_BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
+
+
+def builtin_names() -> list[str]:
+    """The names of the built-in scenarios, ``default`` first."""
+    names = sorted(n.removesuffix(".toml") for n in os.listdir(_BUILTIN_DIR) if n.endswith(".toml"))
+    return sorted(names, key=lambda n: n != DEFAULT)
+
+
+def builtin_text(name: str) -> str:
+    """The TOML source of a built-in scenario."""
+    path = os.path.join(_BUILTIN_DIR, f"{name}.toml")
+    if os.path.basename(name) != name or not os.path.isfile(path):
+        raise ScenarioError(f"unknown scenario {name!r} (see: python -m simulator scenarios)")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _is_path(ref: str) -> bool:
+    return ref.endswith(".toml") or "/" in ref or os.sep in ref
+
+
+def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
+    """Parse a scenario reference: a built-in name, or a path ending in .toml."""
+    if _is_path(ref):
+        path = ref if base is None else os.path.join(base, ref)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise ScenarioError(f"scenario {ref}: cannot read: {err.strerror}") from None
+        origin = path
+    else:
+        text = builtin_text(ref)
+        origin = f"built-in {ref}"
+    try:
+        return origin, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"scenario {origin}: not valid TOML: {err}") from None
+
+
+_WHOLE_VALUES = {("timing",)}
+"""Tables whose entries a child replaces whole: a delay may change its kind."""
+
+
+def _merge(
+    base: Mapping[str, Any], override: Mapping[str, Any], path: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping) and path not in _WHOLE_VALUES:
+            merged[key] = _merge(old, value, (*path, key))
+        else:
+            merged[key] = value
+    return merged
+
+
+_AT = re.compile(r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
+
+
+def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
+    """Turn msgspec's message into (key, reason), e.g. ("world.config.max_retries", ...)."""
+    match = _AT.match(str(err))
+    assert match is not None
+    reason, path = match["reason"], (match["path"] or "")
+    key = re.sub(r"\[(\d+)\]", r"[\1]", path).lstrip(".")
+    unknown = _UNKNOWN.match(reason)
+    if unknown:
+        key = f"{key}.{unknown['field']}".lstrip(".")
+        reason = "unknown key"
+    return key or "(top level)", reason
+
+
+def load_scenario(ref: str = DEFAULT) -> Scenario:
+    """Load a built-in scenario by name, or a TOML file by path, with its ``extends``."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    base: str | None = None
+    current: str | None = ref
+    while current:
+        origin, data = _read(current, base)
+        identity = origin if origin.startswith("built-in ") else os.path.realpath(origin)
+        if identity in seen:
+            raise ScenarioError(f"scenario {origin}: extends itself (cycle)")
+        seen.add(identity)
+        chain.append((origin, data))
+        parent = data.get("extends", DEFAULT if current != DEFAULT else "")
+        if not isinstance(parent, str):
+            raise ScenarioError(f"scenario {origin}: extends: expected a string")
+        from_file = not origin.startswith("built-in ")
+        base = os.path.dirname(origin) if from_file and _is_path(parent) else None
+        current = parent or None
+    merged: dict[str, Any] = {}
+    for _, data in reversed(chain):
+        merged = _merge(merged, data)
+    merged.pop("extends", None)
+    origin = chain[0][0]
+    timing = merged.get("timing")
+    if isinstance(timing, Mapping):  # msgspec names a dict's keys "[...]": check each here
+        for delay_name, delay in timing.items():
+            try:
+                msgspec.convert(delay, Delay)
+            except msgspec.ValidationError as err:
+                key, reason = _explain(err)
+                where = f"timing.{delay_name}" + ("" if key == "(top level)" else f".{key}")
+                raise ScenarioError(f"scenario {origin}: {where}: {reason}") from None
+    try:
+        scenario = msgspec.convert(merged, Scenario)
+    except msgspec.ValidationError as err:
+        key, reason = _explain(err)
+        raise ScenarioError(f"scenario {origin}: {key}: {reason}") from None
+    name = ref.removesuffix(".toml").rsplit("/", 1)[-1] if origin != f"built-in {ref}" else ref
+    scenario.name = scenario.name or name
+    scenario.extends = chain[1][0] if len(chain) > 1 else ""
+    return scenario

@@ -1,0 +1,51 @@
+"""The load test: ``python -m simulator load COMMAND ...``, many sessions, measured.
+
+Runs N sessions of one command and scenario with C at a time (for a count, or for a
+duration), in one of two modes, and ends with a summary:
+
+- **in-process** (:mod:`simulator.tools.load.inprocess`): one asyncio loop, one
+  :class:`~simulator.aio.Hub`, the reference client answering gates; lateness of every
+  timer event, the RSS the sessions added, the cyclic collector's pauses.
+- **process** (:mod:`simulator.tools.load.processes`): N real ``zread`` processes over real
+  pipes; every transcript checked, each process's peak RSS sampled. No lateness.
+
+The summary (:mod:`simulator.tools.load.stats`) is printed as a table and written as JSON
+(``--json``), with a time series per half second that ``--plot`` draws
+(:mod:`simulator.tools.plot`); the command line is :mod:`simulator.tools.load.cli`, what they all
+share :mod:`simulator.tools.load.common`.
+
+This module owns only the package's public face: it re-exports, and must not define
+anything. The load test as a whole must not change a session's behaviour: it drives
+sessions as a client would; timers, bytes and faults are the runner's and the session's.
+"""
+
+from __future__ import annotations
+
+from simulator.tools.load.cli import PROG, format_summary, main, parse_args, run
+from simulator.tools.load.common import LoadConfig, LoadError
+from simulator.tools.load.stats import (
+    MAX_MESSAGES,
+    TICK,
+    GcPauses,
+    Histogram,
+    RssSampler,
+    Stats,
+    status_kb,
+)
+
+__all__ = [
+    "MAX_MESSAGES",
+    "PROG",
+    "TICK",
+    "GcPauses",
+    "Histogram",
+    "LoadConfig",
+    "LoadError",
+    "RssSampler",
+    "Stats",
+    "format_summary",
+    "main",
+    "parse_args",
+    "run",
+    "status_kb",
+]

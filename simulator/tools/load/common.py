@@ -1,0 +1,61 @@
+"""What the runners and the command line of the load test share.
+
+Owns: :class:`LoadConfig` (what to run), :class:`LoadError` (a bad argument or an
+unusable scenario), :data:`EVENT_KEYS` (the keys every event line has) and
+:func:`interrupt` (Ctrl-C ends a run as the duration does).
+
+Must not: measure (:mod:`simulator.tools.load.stats`), run sessions (the runners), parse
+arguments or print (:mod:`simulator.tools.load.cli`). It imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_KEYS = ("vm", "waiting_for", "done", "error")
+"""The keys of every event line zread writes."""
+
+
+class LoadError(Exception):
+    """A bad argument or an unusable scenario: one line on stderr, exit 2."""
+
+
+@dataclass
+class LoadConfig:
+    """What to run; see ``python -m simulator load --help``."""
+
+    command: str
+    args: list[str] = field(default_factory=list)
+    sessions: int | None = None
+    concurrency: int | None = None
+    duration: float | None = None
+    scenario: str = "default"
+    seed: int = 0
+    speed: float = 1.0
+    mode: str = "inprocess"
+    timeout: float = 600.0
+    progress: bool = False
+    prebuild: bool = False
+    """In-process, with --sessions: create every session before the clock starts."""
+    ramp: float = 0.0
+    """In-process: start the first ``concurrency`` sessions evenly over this many seconds."""
+
+
+@contextlib.contextmanager
+def interrupt(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Any:
+    """Ctrl-C ends the run as the duration does: what runs quits, the summary follows."""
+    try:
+        loop.add_signal_handler(signal.SIGINT, stop)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        installed = False
+    try:
+        yield
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)

@@ -1,0 +1,195 @@
+"""The process runner: N real ``zread`` processes over real pipes, C at a time.
+
+Owns: :class:`Processes`, which writes a ``zread`` executable to a temporary folder put
+first on PATH (:func:`simulator.executable.write_zread_executable`), starts the
+processes, answers their gates with a :class:`~simulator.client.ReferenceClient`,
+checks every transcript (each line a JSON object with vm, waiting_for, done and error;
+the last done) and samples each process's peak RSS (``VmHWM``). Lateness is not
+measured in this mode.
+
+Must not: change what a process is asked to do beyond the client's answers, parse
+arguments or write to the terminal (progress goes to a callback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from simulator.hosts.executable import write_zread_executable
+from simulator.tools.client import ReferenceClient
+from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt
+from simulator.tools.load.stats import Progress, RssSampler, Stats, build_summary, status_kb, tick
+
+__all__ = ["Processes"]
+
+
+class Processes:
+    """N ``zread`` processes, C at a time; see the module docstring."""
+
+    def __init__(self, config: LoadConfig, scenario_arg: str, progress: Progress | None) -> None:
+        self.config = config
+        self.scenario_arg = scenario_arg
+        self.progress = progress
+        self.stats: Stats
+        self.live: dict[int, asyncio.subprocess.Process] = {}
+        self.rss_kb: list[int] = []
+        self.stopping = False
+        self.quitting: set[int] = set()
+        self.sampler = RssSampler()
+
+    def stop(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        for index, proc in self.live.items():
+            self.quitting.add(index)
+            if proc.stdin is not None:
+                proc.stdin.close()
+
+    async def run(self) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        self.stats = Stats(loop.time)
+        assert self.config.concurrency is not None
+        slots = asyncio.Semaphore(self.config.concurrency)
+        with tempfile.TemporaryDirectory(prefix="zread-load-") as folder:
+            write_zread_executable(Path(folder))
+            env = dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+            ticker = loop.create_task(tick(self.stats, lambda: len(self.live), None, self.progress))
+            if self.config.duration is not None:
+                loop.call_later(self.config.duration, self.stop)
+            tasks: list[asyncio.Task[None]] = []
+            with interrupt(loop, self.stop), self.sampler.running():
+                while not self.stopping and (
+                    self.config.sessions is None or self.stats.started < self.config.sessions
+                ):
+                    await slots.acquire()
+                    if self.stopping:
+                        break
+                    index = self.stats.started
+                    self.stats.started += 1
+                    task = loop.create_task(self._one(index, env))
+                    task.add_done_callback(lambda _: slots.release())
+                    tasks.append(task)
+                    tasks = [t for t in tasks if not t.done()] if len(tasks) > 1024 else tasks
+                await asyncio.gather(*tasks)
+            ticker.cancel()
+        self.stats.sample(0)
+        summary = build_summary(self.config, self.stats, lateness=False)
+        rss = sorted(self.rss_kb)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        summary["rss_per_process_mb"] = (
+            {
+                "min": round(rss[0] / 1024, 1),
+                "median": round(rss[len(rss) // 2] / 1024, 1),
+                "max": round(rss[-1] / 1024, 1),
+                "sampled": len(rss),
+            }
+            if rss
+            else None
+        )
+        summary["rss_per_session_kb"] = rss[len(rss) // 2] if rss else None
+        if rss:
+            summary["peak_rss_mb"] = round(rss[-1] / 1024, 1)
+        else:  # no /proc: the largest reaped child, which counts its forked copy of this
+            summary["peak_rss_mb"] = round(children / 1024, 1)  # process before exec
+            summary["peak_rss_note"] = "getrusage(RUSAGE_CHILDREN): includes the fork"
+
+        summary["load_tool_peak_rss_mb"] = round((status_kb("self", "VmHWM") or 0) / 1024, 1)
+        return summary
+
+    async def _one(self, index: int, env: dict[str, str]) -> None:
+        config = self.config
+        argv = [config.command, "--stdio", *config.args, "--scenario", self.scenario_arg]
+        argv += ["--seed", str(config.seed + index), "--speed", repr(config.speed)]
+        events = size = 0
+        problem = ""
+        started = self.stats.clock()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "zread",
+                *argv,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                limit=64 << 20,
+            )
+        except OSError as error:
+            self.stats.error(index, f"cannot start zread: {error}")
+            return
+        self.live[index] = proc
+        self.sampler.watch(proc.pid)
+        assert proc.stdout is not None
+        assert proc.stdin is not None
+        client = ReferenceClient()
+        last: dict[str, Any] | None = None
+        try:
+            async with asyncio.timeout(config.timeout):
+                while line := await proc.stdout.readline():
+                    events += 1
+                    size += len(line)
+                    self.stats.events += 1
+                    self.stats.bytes += len(line)
+                    event, why = _check_line(line, last)
+                    problem = problem or why
+                    if event is None:
+                        continue
+                    last = event
+                    answer = client.answer(event)
+                    if answer is not None and not proc.stdin.is_closing():
+                        with contextlib.suppress(ConnectionError):
+                            proc.stdin.write(answer)
+                            await proc.stdin.drain()
+                proc.stdin.close()
+                code = await proc.wait()
+        except TimeoutError:
+            problem = problem or f"no done:true within {config.timeout:g} s"
+            proc.kill()
+            code = await proc.wait()
+        self.live.pop(index, None)
+        hwm = self.sampler.forget(proc.pid)
+        if hwm is not None:
+            self.rss_kb.append(hwm)
+        if not problem and code:
+            problem = f"exit code {code}"
+        if not problem and (last is None or not last["done"]):
+            problem = "the transcript ended without done:true"
+        if problem:
+            self.stats.error(index, problem)
+            outcome = "error"
+        elif index in self.quitting:
+            self.stats.interrupted += 1
+            outcome = "interrupted"
+        else:
+            self.stats.completed += 1
+            outcome = "completed"
+        self.stats.per_session[index] = {
+            "seed": config.seed + index,
+            "start": round(started - self.stats.started_at, 4),
+            "events": events,
+            "bytes": size,
+            "outcome": outcome,
+            "rss_kb": hwm,
+        }
+
+
+def _check_line(line: bytes, last: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    """The event on ``line`` and '' , or None and what is wrong with the line."""
+    if last is not None and last.get("done"):
+        return None, f"a line after done:true: {line[:80]!r}"
+    if not line.endswith(b"\n"):
+        return None, f"incomplete last line: {line[:80]!r}"
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None, f"not a JSON line: {line[:80]!r}"
+    if not isinstance(event, dict) or any(key not in event for key in EVENT_KEYS):
+        return None, f"not an event (keys {', '.join(EVENT_KEYS)}): {line[:80]!r}"
+    return event, ""

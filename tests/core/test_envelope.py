@@ -1,0 +1,295 @@
+"""Tests for simulator.core.envelope: event bytes, Go escaping, command decoding."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from simulator.core.envelope import (
+    Command,
+    RejectedLine,
+    decode_command,
+    decode_params,
+    encode_event,
+    encode_vm,
+    go_float,
+    not_allowed,
+)
+
+
+class SmallVM(msgspec.Struct):
+    state: str = "ready"
+    count: int = 0
+    note: str = ""
+
+
+class Params(msgspec.Struct):
+    name: str
+    sizes: list[int] = msgspec.field(default_factory=list)
+
+
+def rejected(line: bytes) -> str:
+    with pytest.raises(RejectedLine) as info:
+        decode_command(line)
+    return info.value.text
+
+
+# -- encode_event ------------------------------------------------------------------
+
+
+def test_event_bytes_are_compact_in_go_key_order_with_one_newline() -> None:
+    line = encode_event(encode_vm(SmallVM(count=3)), ("go", "quit"), False, "")
+    assert line == (
+        b'{"vm":{"state":"ready","count":3,"note":""},'
+        b'"waiting_for":["go","quit"],"done":false,"error":""}\n'
+    )
+
+
+def test_done_event_has_empty_list_not_null() -> None:
+    line = encode_event(encode_vm(SmallVM()), (), True, "")
+    assert line.endswith(b'"waiting_for":[],"done":true,"error":""}\n')
+    assert b"null" not in line
+    assert json.loads(line)["waiting_for"] == []
+
+
+def test_error_is_always_present_and_keys_keep_their_order() -> None:
+    line = encode_event(b"{}", ("quit",), False, "boom")
+    assert list(json.loads(line)) == ["vm", "waiting_for", "done", "error"]
+    assert json.loads(line)["error"] == "boom"
+    assert list(json.loads(encode_event(b"{}", (), False, ""))) == [
+        "vm",
+        "waiting_for",
+        "done",
+        "error",
+    ]
+
+
+def test_vm_bytes_are_embedded_verbatim() -> None:
+    vm_json = encode_vm(SmallVM(note="x"))
+    line = encode_event(vm_json, (), False, "")
+    assert line.startswith(b'{"vm":' + vm_json + b',"waiting_for":')
+
+
+def test_newlines_inside_strings_never_split_the_line() -> None:
+    line = encode_event(encode_vm(SmallVM(note="a\nb\r\n")), (), False, "x\ny")
+    assert line.count(b"\n") == 1
+    assert line.endswith(b"\n")
+    assert json.loads(line)["vm"]["note"] == "a\nb\r\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "escaped"),
+    [
+        ("<", rb"\u003c"),
+        (">", rb"\u003e"),
+        ("&", rb"\u0026"),
+        ("\u2028", rb"\u2028"),
+        ("\u2029", rb"\u2029"),
+    ],
+)
+def test_go_escapes_html_and_line_separators(text: str, escaped: bytes) -> None:
+    raw = text.encode()
+    line = encode_event(encode_vm(SmallVM(note=f"a{text}b")), (), False, f"e{text}")
+    assert b'"note":"a' + escaped + b'b"' in line
+    assert b'"error":"e' + escaped + b'"' in line
+    assert raw not in line
+    decoded = json.loads(line)
+    assert decoded["vm"]["note"] == f"a{text}b"
+    assert decoded["error"] == f"e{text}"
+
+
+def test_all_unsafe_characters_in_one_string() -> None:
+    line = encode_event(encode_vm({"s": "<a href='x'>&\u2028\u2029</a>"}), (), False, "")
+    assert line.startswith(
+        b'{"vm":{"s":"\\u003ca href=\'x\'\\u003e\\u0026\\u2028\\u2029\\u003c/a\\u003e"}'
+    )
+
+
+def test_non_ascii_stays_raw_utf8() -> None:
+    text = "héllo 日本 😀 \u2027"
+    line = encode_event(encode_vm(SmallVM(note=text)), (), False, text)
+    assert text.encode("utf-8") in line
+    assert b"\\u00e9" not in line
+    assert line.count(text.encode("utf-8")) == 2
+    assert json.loads(line)["error"] == text
+
+
+def test_rejection_repeats_vm_bytes_exactly() -> None:
+    vm_json = encode_vm(SmallVM(note="<&>"))
+    first = encode_event(vm_json, ("quit",), False, "")
+    again = encode_event(vm_json, ("quit",), False, "bad")
+    assert first.split(b',"done"')[0] == again.split(b',"done"')[0]
+
+
+# -- go_float ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [(100.0, b"100"), (0.0, b"0"), (-3.0, b"-3")])
+def test_go_float_drops_point_zero(value: float, expected: bytes) -> None:
+    assert encode_vm(go_float(value)) == expected
+    assert go_float(value) == value
+
+
+@pytest.mark.parametrize(("value", "expected"), [(12.5, b"12.5"), (0.1, b"0.1"), (-2.25, b"-2.25")])
+def test_go_float_keeps_fractions(value: float, expected: bytes) -> None:
+    assert go_float(value) == value
+    assert encode_vm(go_float(value)) == expected
+
+
+def test_go_float_in_a_vm_field() -> None:
+    class Progress(msgspec.Struct):
+        download_percent: float = 0
+
+    assert encode_vm(Progress(go_float(100.0))) == b'{"download_percent":100}'
+    assert encode_vm(Progress(go_float(41.5))) == b'{"download_percent":41.5}'
+
+
+def test_go_float_large_values_keep_exponent_form() -> None:
+    # Go's encoding/json switches to exponent form at 1e21 (json.Marshal(1e21) == "1e+21"):
+    # go_float must not turn such a value into a 22-digit integer.
+    assert isinstance(go_float(1e21), float)
+    assert encode_vm(go_float(1e21)).startswith(b"1e")
+    assert encode_vm(go_float(1e20)) == b"100000000000000000000"
+
+
+# -- decode_command ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"nope",
+        b"{",
+        b'{"type":"quit"',
+        b'{"type":"quit"} trailing',
+        b"[]",
+        b'[{"type":"quit"}]',
+        b"42",
+        b"-1.5",
+        b'"quit"',
+        b"true",
+        b"null",
+    ],
+)
+def test_not_a_json_object_is_invalid_json(line: bytes) -> None:
+    text = rejected(line)
+    assert text.startswith("invalid JSON: ")
+    assert len(text) > len("invalid JSON: ")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"\xff", b'{"type":"qu\xffit"}', b'{"type":"quit","params":{"a":"\xc3"}}', b"\xed\xa0\x80"],
+)
+def test_invalid_utf8_is_invalid_json(line: bytes) -> None:
+    assert rejected(line).startswith("invalid JSON: ")
+
+
+def test_invalid_utf8_reason_mentions_utf8() -> None:
+    assert "UTF-8" in rejected(b'{"type":"\xfe"}')
+
+
+def test_rejected_line_text_is_the_message() -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_command(b"[1]")
+    assert str(info.value) == info.value.text
+
+
+def test_plain_command() -> None:
+    command = decode_command(b'{"type":"download"}')
+    assert command == Command("download", b"{}")
+
+
+def test_type_missing_is_empty() -> None:
+    assert decode_command(b"{}").type == ""
+    assert decode_command(b'{"params":{"a":1}}').type == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"type":7}', "7"),
+        (b'{"type":true}', "true"),
+        (b'{"type":[1,2]}', "[1,2]"),
+        (b'{"type":{"a":1}}', '{"a":1}'),
+        (b'{"type":-0.5}', "-0.5"),
+    ],
+)
+def test_type_not_a_string_comes_back_as_its_json_text(line: bytes, expected: str) -> None:
+    assert decode_command(line).type == expected
+
+
+def test_type_string_escapes_are_decoded() -> None:
+    assert decode_command(b'{"type":"\\u0071uit"}').type == "quit"
+    assert decode_command(b'{"type":"\\ud83d\\ude00"}').type == "\U0001f600"
+
+
+@pytest.mark.parametrize("line", [b'{"type":"x"}', b'{"type":"x","params":null}'])
+def test_params_omitted_or_null_is_empty_object(line: bytes) -> None:
+    assert msgspec.json.decode(decode_command(line).params) == {}
+
+
+def test_params_are_passed_through_raw() -> None:
+    command = decode_command(b'{"type":"x","params":{"name":"a","sizes":[1, 2]}}')
+    assert msgspec.json.decode(command.params) == {"name": "a", "sizes": [1, 2]}
+
+
+def test_params_not_an_object_is_left_to_decode_params() -> None:
+    command = decode_command(b'{"type":"x","params":[1]}')
+    with pytest.raises(RejectedLine) as info:
+        decode_params(command.params, Params)
+    assert info.value.text.startswith("invalid params: ")
+
+
+def test_unknown_top_level_keys_are_ignored() -> None:
+    assert decode_command(b'{"id":9,"type":"quit","extra":[1]}').type == "quit"
+
+
+def test_surrounding_whitespace_is_accepted() -> None:
+    assert decode_command(b' \t{"type":"quit"}\r').type == "quit"
+
+
+# -- decode_params ----------------------------------------------------------------
+
+
+def test_decode_params_valid_and_unknown_keys_ignored() -> None:
+    params = decode_params(b'{"name":"n","sizes":[1,2],"colour":"red"}', Params)
+    assert params == Params("n", [1, 2])
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        (b'{"name":5}', "$.name"),
+        (b'{"name":"n","sizes":"x"}', "$.sizes"),
+        (b'{"name":"n","sizes":[1,"x"]}', "$.sizes[1]"),
+    ],
+)
+def test_decode_params_wrong_type_names_the_path(raw: bytes, path: str) -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_params(raw, Params)
+    assert info.value.text.startswith("invalid params: ")
+    assert path in info.value.text
+
+
+@pytest.mark.parametrize("raw", [b"[1]", b"3", b'"s"', b"{}"])
+def test_decode_params_not_an_object_or_missing_field(raw: bytes) -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_params(raw, Params)
+    assert info.value.text.startswith("invalid params: ")
+
+
+def test_decode_params_missing_field_names_it() -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_params(b'{"sizes":[]}', Params)
+    assert "name" in info.value.text
+
+
+# -- not_allowed ------------------------------------------------------------------
+
+
+def test_not_allowed_text() -> None:
+    assert not_allowed("fly", "editing") == 'command "fly" not allowed in state editing'
+    assert not_allowed("", "waiting") == 'command "" not allowed in state waiting'

@@ -1,0 +1,225 @@
+"""Tests for simulator.hosts.effects: the EffectHost with and without a home, and the effects
+the charts ask for.
+
+Without a home, saving is a no-op that writes nothing anywhere (the working directory
+is an empty tmp_path and must stay so); with one, each persisted effect reaches it.
+Which effect a generate run asks for, and when, is checked on a sans-I/O Session in
+virtual time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.core.driver import Flags
+from simulator.core.effects import DraftLeft, SaveConfig, SaveLogin, StopServer, WikiGenerated
+from simulator.core.session import Session
+from simulator.hosts.effects import EffectHost
+from simulator.hosts.home import Home, HomeError
+from simulator.scenario import load_scenario
+from simulator.scenario.world import Account, Draft, World
+from statecharts import load_chart
+
+PERSISTED = [
+    SaveConfig({"language": "fr", "max_concurrent": "3"}),
+    SaveLogin("ada", "cn", "glm-4.5-air"),
+    DraftLeft(4),
+    WikiGenerated(pages_done=16, pages_total=16),
+]
+
+
+def test_without_a_home_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    host = EffectHost()
+    assert host.home is None
+    for effect in PERSISTED:
+        assert host.perform(0, effect) is None
+    host.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_with_a_home_each_saved_effect_persists(tmp_path: Path) -> None:
+    host = EffectHost(home=Home(tmp_path / "home"))
+    for effect in PERSISTED[:3]:
+        assert host.perform(0, effect) is None
+    host.close()
+    with Home(tmp_path / "home") as home:
+        world = home.world(World())
+    assert (world.config.language, world.config.max_concurrent) == ("fr", 3)
+    assert world.config.llm_model == "glm-4.5-air"
+    assert world.account == Account(username="ada", logged_in=True)
+    assert world.draft == Draft(done=4)
+
+
+def test_with_a_home_a_generated_wiki_persists(tmp_path: Path) -> None:
+    host = EffectHost(home=Home(tmp_path))
+    host.perform(0, DraftLeft(2))
+    host.perform(0, PERSISTED[3])
+    host.close()
+    with Home(tmp_path) as home:
+        world = home.world(World())
+    assert len(world.wikis) == 2
+    assert [w.current for w in world.wikis] == [False, True]
+    assert world.draft is None
+
+
+def test_other_effects_do_not_touch_the_home(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    host = EffectHost(home=home)
+    assert host.perform(0, StopServer()) is None
+    assert home.world(World()) == World()
+    host.close()
+
+
+def test_close_closes_the_home(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    host = EffectHost(home=home)
+    host.close()
+    with pytest.raises(HomeError, match="closed"):
+        home.apply(DraftLeft(1))
+
+
+# -- what the charts ask for (a sans-I/O Session in virtual time) --------------------
+
+
+class Run:
+    """One generate session; ``effects`` keeps every effect it asked for, in order."""
+
+    def __init__(self, scenario: str = "default", **flags: Any) -> None:
+        self.session = Session(
+            load_chart("generate"), load_scenario(scenario), flags=Flags(**flags), speed=1.0
+        )
+        self.effects: list[object] = []
+        self.last: dict[str, Any] = {}
+        self._take(self.session.start())
+
+    def _take(self, out: list[bytes]) -> None:
+        if out:
+            self.last = json.loads(out[-1])
+        self.effects += self.session.take_effects()
+
+    def until(self, predicate: Callable[[dict[str, Any]], bool]) -> None:
+        """Fire timers one event at a time until an event satisfies ``predicate``."""
+        while not predicate(self.last):
+            deadline = self.session.next_deadline()
+            assert deadline is not None, self.last
+            self._take(self.session.advance(deadline, limit=1))
+
+    def feed(self, type_: str, **params: Any) -> None:
+        self._take(self.session.feed(json.dumps({"type": type_, "params": params}).encode()))
+        assert self.last["error"] == "", self.last
+
+    def quit(self) -> None:
+        self._take([self.session.quit()])
+
+
+def running(event: dict[str, Any]) -> bool:
+    return bool(event["vm"]["pages"]["done"] >= 3)
+
+
+def test_generate_to_done_asks_for_a_new_version() -> None:
+    run = Run(yes=True)
+    run.until(lambda e: e["done"])
+    assert run.effects == [WikiGenerated(pages_done=16, pages_total=16)]
+
+
+def test_generate_skip_all_asks_for_a_new_version_with_the_pages_done() -> None:
+    run = Run("failing-pages", yes=True)
+    run.until(lambda e: "skip_all" in e["waiting_for"])
+    assert run.effects == []
+    done = run.last["vm"]["pages"]["done"]
+    run.feed("skip_all")
+    assert run.last["done"] is True
+    assert run.effects == [WikiGenerated(pages_done=done, pages_total=16)]
+    assert done < 16
+
+
+def test_generate_skip_failed_flag_asks_for_a_new_version() -> None:
+    run = Run("failing-pages", yes=True, skip_failed=True)
+    run.until(lambda e: e["done"])
+    assert len(run.effects) == 1
+    assert isinstance(run.effects[0], WikiGenerated)
+
+
+@pytest.mark.parametrize("action", ["cancel", "browse"])
+def test_generate_ended_at_select_action_asks_for_nothing(action: str) -> None:
+    run = Run()
+    if action == "cancel":
+        run.feed("cancel")
+    else:
+        run.feed("select_action", action="browse")
+    assert run.last["done"] is True
+    assert run.effects == []
+
+
+def test_generate_quit_at_select_action_asks_for_nothing() -> None:
+    run = Run("draft")
+    run.quit()
+    assert run.effects == []
+
+
+def test_generate_draft_cancelled_by_flag_asks_for_nothing() -> None:
+    run = Run("draft", draft_action="cancel")
+    assert run.last["done"] is True
+    assert run.effects == []
+
+
+def test_generate_cancel_while_pages_run_leaves_a_draft() -> None:
+    run = Run(yes=True)
+    run.until(running)
+    run.feed("cancel")
+    assert run.last["done"] is True
+    done = run.last["vm"]["pages"]["done"]
+    assert run.effects == [DraftLeft(done)]
+    assert 3 <= done < 16
+
+
+def test_generate_cancel_in_the_catalog_leaves_an_empty_draft() -> None:
+    run = Run(yes=True)
+    run.until(lambda e: e["vm"]["catalog"]["tool_name"] != "")
+    run.feed("cancel")
+    assert run.effects == [DraftLeft(0)]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "where"),
+    [
+        ("default", lambda e: e["vm"]["catalog"]["tool_name"] != ""),
+        ("default", running),
+        ("catalog-error", lambda e: "retry_catalog" in e["waiting_for"]),
+        ("failing-pages", lambda e: "skip_all" in e["waiting_for"]),
+    ],
+    ids=["catalog", "pages", "catalog_error", "retry_gate"],
+)
+def test_generate_quit_while_running_leaves_a_draft(
+    scenario: str, where: Callable[[dict[str, Any]], bool]
+) -> None:
+    run = Run(scenario, yes=True)
+    run.until(where)
+    done = run.last["vm"]["pages"]["done"]
+    run.quit()
+    assert run.effects == [DraftLeft(done)]
+
+
+def test_generate_resumed_draft_to_done_asks_for_a_new_version() -> None:
+    run = Run("draft", yes=True)
+    run.until(lambda e: e["done"])
+    assert run.effects == [WikiGenerated(pages_done=16, pages_total=16)]
+
+
+def test_config_save_says_which_values_it_started_from() -> None:
+    session = Session(load_chart("config"), load_scenario())
+    session.start()
+    session.feed(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}')
+    session.feed(b'{"type":"save"}')
+    (saved,) = session.take_effects()
+    assert isinstance(saved, SaveConfig)
+    assert saved.values["language"] == "fr"
+    assert saved.initial["language"] == "en"
+    assert {k for k in saved.values if saved.values[k] != saved.initial[k]} == {"language"}

@@ -1,0 +1,392 @@
+"""simulator.runners.admin: the admin API's handlers, called through a real pair of Conns, and
+``serve_process`` in this process on OS pipes (no child process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.control import Conn, ControlError
+from simulator.launch import build_session
+from simulator.runners.admin import ControlAddressError, install, parse_address, serve_process
+from simulator.runners.aio import Channel, Hub
+from simulator.runners.output import Wire
+from simulator.scenario.failures import Failure
+
+GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
+
+
+class Recorder:
+    """An endpoint that keeps what the channel writes."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.stderr_lines: list[str] = []
+        self.code: int | None = None
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def stderr(self, line: str) -> None:
+        self.stderr_lines.append(line)
+
+    def exit(self, code: int) -> None:
+        self.code = code
+
+    def close_output(self) -> None:
+        pass
+
+    def stop_reading(self) -> None:
+        pass
+
+    @property
+    def lines(self) -> list[bytes]:
+        return b"".join(self.writes).splitlines(keepends=True)
+
+
+class Admin:
+    """A channel with the admin API installed on one Conn, and a client Conn facing it."""
+
+    def __init__(self, command: str, *args: str, speed: float = 1.0) -> None:
+        loop = asyncio.get_running_loop()
+        self.session = build_session(command, args, speed=speed)
+        self.out = Recorder()
+        self.channel = Channel(Hub(loop), self.session, Wire(self.session), self.out)
+        self.frames: list[bytes] = []
+        peers: dict[str, Conn] = {}
+
+        def to_client(frame: bytes) -> None:
+            self.frames.append(frame)
+            loop.call_soon(peers["client"].handle_frame, frame)
+
+        def to_server(frame: bytes) -> None:
+            loop.call_soon(peers["server"].handle_frame, frame)
+
+        self.server = peers["server"] = Conn(to_client)
+        self.client = peers["client"] = Conn(to_server)
+        install(self.server, self.channel)
+        self.channel.start()
+
+    async def call(self, subtype: str, **params: Any) -> dict[str, Any]:
+        return await self.client.request(subtype, params)
+
+    def close(self) -> None:
+        self.server.close()
+        self.client.close()
+        self.channel.close()
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    async def bounded() -> None:
+        await asyncio.wait_for(main(), 10)
+
+    asyncio.run(bounded())
+
+
+# -- parse_address ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("stdio", ("stdio", "")),
+        ("unix:/tmp/x.sock", ("unix", "/tmp/x.sock")),
+        ("unix:relative/path", ("unix", "relative/path")),
+        ("unix:unix:odd", ("unix", "unix:odd")),
+    ],
+)
+def test_parse_address(value: str, parsed: tuple[str, str]) -> None:
+    assert parse_address(value) == parsed
+
+
+@pytest.mark.parametrize("value", ["", "unix:", "STDIO", "stdio:", "tcp:127.0.0.1:1", "/tmp/x"])
+def test_parse_address_refuses(value: str) -> None:
+    with pytest.raises(ControlAddressError) as caught:
+        parse_address(value)
+    assert str(caught.value) == f"--control takes stdio or unix:PATH, got {value!r}"
+    assert isinstance(caught.value, ValueError)
+
+
+# -- the handlers ----------------------------------------------------------------------
+
+
+def test_snapshot() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=2.0)
+        snap = await admin.call("snapshot")
+        first = json.loads(admin.out.writes[0])
+        assert snap["command"] == "generate"
+        assert snap["state"] == "select_action"
+        assert snap["vm"] == first["vm"]
+        assert snap["waiting_for"] == first["waiting_for"]
+        assert snap["timers"] == [] and snap["done"] is False
+        assert snap["speed"] == 2.0 and snap["paused"] is False
+        assert snap == {**admin.session.snapshot(), "paused": False}
+        admin.close()
+
+    run(main)
+
+
+def test_snapshot_timers_and_paused() -> None:
+    async def main() -> None:
+        admin = Admin("generate", "-y", speed=50.0)
+        assert (await admin.call("pause"))["paused"] is True
+        snap = await admin.call("snapshot")
+        assert snap["paused"] is True
+        (timer,) = snap["timers"]
+        assert timer["trigger"] == "_catalog_step"
+        assert timer["deadline"] == admin.session.pending()[0].deadline
+        assert timer["in"] == pytest.approx(timer["deadline"] - snap["clock"])
+        admin.close()
+
+    run(main)
+
+
+def test_inject_a_failure() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        failure = {"point": "page", "target": 2, "first": 99, "error": "page 2: injected"}
+        assert await admin.call("inject", failure=failure) == {"injected": "failure"}
+        assert admin.session.failure("page", target=2, attempt=7) == Failure(**failure)
+        assert admin.session.failure("page", target=3, attempt=1) is None
+        admin.channel.feed(GENERATE)
+        gate = json.loads(admin.out.writes[-1])
+        while "retry" not in gate["waiting_for"]:
+            await asyncio.sleep(0.01)
+            gate = json.loads(admin.out.writes[-1])
+        states = {t["id"]: t["state"] for t in gate["vm"]["pages"]["tasks"]}
+        assert states.pop(2) == "failed"
+        assert set(states.values()) == {"done"}
+        admin.close()
+
+    run(main)
+
+
+def test_inject_a_fault_now() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        fault = {"kind": "diagnostic", "text": "now!"}
+        assert await admin.call("inject", fault=fault) == {"injected": "fault"}
+        assert admin.out.lines == admin.out.writes[:1]  # nothing more until an event
+        admin.channel.feed(GENERATE)
+        lines = admin.out.lines
+        assert lines[2] == b"now!\n"
+        assert lines.count(b"now!\n") == 1
+        admin.close()
+
+    run(main)
+
+
+def test_inject_a_fault_at_a_state_waits_for_it() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        fault = {"kind": "stderr", "text": "done now", "on_state": "done"}
+        assert await admin.call("inject", fault=fault) == {"injected": "fault"}
+        admin.channel.feed(GENERATE)
+        assert await admin.channel.done == 0
+        assert admin.out.stderr_lines == ["done now"]
+        admin.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
+        ({"failures": []}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
+        ({"failure": {"point": "moon"}}, "inject: Invalid enum value 'moon' - at `$.point`"),
+        ({"failure": {"point": "page", "first": -1}}, "inject: first and target must be >= 0"),
+        ({"fault": {"kind": "exit", "code": 300}}, "inject: code must be 0-255"),
+        ({"fault": {}}, "inject: Object missing required field `kind`"),
+    ],
+)
+def test_inject_refuses_and_changes_nothing(params: dict[str, Any], message: str) -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        before = admin.session.snapshot()
+        with pytest.raises(ControlError) as caught:
+            await admin.call("inject", **params)
+        assert caught.value.message.startswith(message), caught.value.message
+        assert admin.session.snapshot() == before
+        assert not admin.channel.wire.faults
+        admin.channel.feed(GENERATE)
+        assert await admin.channel.done == 0
+        assert all(line.startswith(b'{"vm":') for line in admin.out.lines)
+        admin.close()
+
+    run(main)
+
+
+def test_set_speed() -> None:
+    async def main() -> None:
+        admin = Admin("generate", "-y", speed=1.0)
+        assert await admin.call("set_speed", speed=2.5) == {"speed": 2.5}
+        assert admin.session.speed == 2.5
+        assert await admin.call("set_speed", speed=0) == {"speed": 0.0}
+        assert await asyncio.wait_for(admin.channel.done, 5) == 0
+        admin.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize("speed", [-0.5, "1", True, False, None, [], {}])
+def test_set_speed_refuses(speed: Any) -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=1.0)
+        with pytest.raises(ControlError) as caught:
+            await admin.call("set_speed", speed=speed)
+        assert caught.value.message == f"set_speed takes a number >= 0, got {speed!r}"
+        assert admin.session.speed == 1.0
+        admin.close()
+
+    run(main)
+
+
+def test_pause_and_resume() -> None:
+    async def main() -> None:
+        admin = Admin("generate", "-y", speed=0.01)
+        paused = await admin.call("pause")
+        assert paused == {"paused": True, "clock": admin.session.now}
+        assert admin.channel.paused
+        count = len(admin.out.writes)
+        await asyncio.sleep(0.2)  # the whole run takes ~0.1 s at this speed
+        assert len(admin.out.writes) == count and not admin.session.done
+        resumed = await admin.call("resume")
+        assert resumed["paused"] is False and not admin.channel.paused
+        assert await asyncio.wait_for(admin.channel.done, 5) == 0
+        admin.close()
+
+    run(main)
+
+
+def test_quit() -> None:
+    async def main() -> None:
+        admin = Admin("generate", "-y", speed=1.0)
+        assert await admin.call("quit") == {"done": True}
+        last = json.loads(admin.out.writes[-1])
+        assert last["done"] is True and last["waiting_for"] == []
+        assert await admin.channel.done == 0
+        assert await admin.call("quit") == {"done": True}  # again: nothing more written
+        assert len(admin.out.writes) == 2
+        admin.close()
+
+    run(main)
+
+
+def test_an_unknown_subtype_is_named() -> None:
+    async def main() -> None:
+        admin = Admin("version")
+        with pytest.raises(ControlError) as caught:
+            await admin.call("authorize")  # the simulator asks that; it does not answer it
+        assert caught.value.message == "Unsupported control request subtype: authorize"
+        admin.close()
+
+    run(main)
+
+
+# -- serve_process on pipes, in this process -------------------------------------------
+
+
+def serve(
+    command: str, args: tuple[str, ...], address: str, stdin: bytes, *, speed: float = 0.0
+) -> tuple[int, bytes]:
+    """Run serve_process with ``stdin`` on a pipe (then closed); the code and stdout.
+
+    A thread drains stdout: the process endpoint's writes block, as a process's do.
+    """
+    session = build_session(command, args, speed=speed)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.write(in_write, stdin)
+    os.close(in_write)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while data := os.read(out_read, 1 << 16):
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        code = asyncio.run(
+            asyncio.wait_for(serve_process(session, address, in_fd=in_read, out_fd=out_write), 10)
+        )
+    finally:
+        os.close(in_read)
+        os.close(out_write)
+        reader.join(timeout=5)
+        os.close(out_read)
+    return code, b"".join(chunks)
+
+
+def control_line(request_id: str, subtype: str, **params: Any) -> bytes:
+    request = {"subtype": subtype, **params}
+    frame = {"type": "control_request", "request_id": request_id, "request": request}
+    return json.dumps(frame).encode() + b"\n"
+
+
+def test_serve_process_over_stdio_separates_frames_from_events() -> None:
+    stdin = control_line("a", "snapshot") + GENERATE + b"\n" + control_line("b", "nope")
+    code, out = serve("generate", (), "stdio", stdin)
+    assert code == 0
+    lines = out.splitlines()
+    frames = [json.loads(line) for line in lines if line.startswith(b'{"type":')]
+    events = [json.loads(line) for line in lines if line.startswith(b'{"vm":')]
+    assert len(frames) + len(events) == len(lines)
+    by_id = {f["response"]["request_id"]: f["response"] for f in frames}
+    assert by_id["a"]["subtype"] == "success" and by_id["a"]["response"]["command"] == "generate"
+    assert by_id["b"] == {
+        "subtype": "error",
+        "request_id": "b",
+        "error": "Unsupported control request subtype: nope",
+    }
+    assert events[0]["vm"]["state"] == "select_action"
+    assert events[-1]["done"] is True and events[-1]["vm"]["done_total"] == 16
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    folder = tempfile.mkdtemp(prefix="zsa-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_process_refuses_a_path_that_is_not_a_socket(short_dir: str) -> None:
+    path = Path(short_dir, "c.sock")
+    path.write_text("data")
+    with pytest.raises(ControlAddressError, match="exists and is not a socket"):
+        serve("version", (), f"unix:{path}", b"")
+    assert path.read_text() == "data"
+
+
+def test_serve_process_refuses_a_live_socket(short_dir: str) -> None:
+    path = os.path.join(short_dir, "c.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(path)
+        live.listen()
+        with pytest.raises(ControlAddressError, match="another process is listening"):
+            serve("version", (), f"unix:{path}", b"")
+        assert os.path.exists(path)
+
+
+def test_serve_process_replaces_a_stale_socket_and_removes_it_at_the_end(short_dir: str) -> None:
+    path = os.path.join(short_dir, "c.sock")
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(path)
+    stale.close()
+    code, out = serve("version", (), f"unix:{path}", b"")
+    assert code == 0
+    (line,) = out.splitlines()
+    assert json.loads(line)["done"] is True
+    assert not os.path.exists(path)

@@ -1,0 +1,314 @@
+"""simulator.runners.aio: many sessions on one loop and one timer heap, in real time.
+
+Each channel writes to an in-memory endpoint that records what it gets and, where the
+test wants a whole run, answers each gate with the reference client (fed back on the
+loop, as a client process would answer after reading the event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from simulator.launch import build_session
+from simulator.runners.aio import Channel, Hub
+from simulator.runners.output import Wire
+from simulator.runners.virtual import start as virtual_start
+from simulator.scenario import faults
+from simulator.tools.client import ReferenceClient
+
+
+class Recorder:
+    """An endpoint that keeps everything; with ``answer``, plays the reference client."""
+
+    def __init__(self, *, answer: bool = False) -> None:
+        self.writes: list[bytes] = []
+        self.stderr_lines: list[str] = []
+        self.code: int | None = None
+        self.output_closed = False
+        self.reading_stopped = False
+        self.channel: Channel | None = None
+        self.client = ReferenceClient() if answer else None
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        if self.client is not None:
+            assert self.channel is not None
+            reply = self.client.answer(json.loads(data))
+            if reply is not None:
+                self.channel.hub.loop.call_soon(self.channel.feed, reply[:-1])
+
+    def stderr(self, line: str) -> None:
+        self.stderr_lines.append(line)
+
+    def exit(self, code: int) -> None:
+        self.code = code
+
+    def close_output(self) -> None:
+        self.output_closed = True
+
+    def stop_reading(self) -> None:
+        self.reading_stopped = True
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in b"".join(self.writes).splitlines()]
+
+
+def channel_for(
+    hub: Hub,
+    command: str,
+    *args: str,
+    speed: float = 1.0,
+    seed: int = 0,
+    answer: bool = False,
+    scenario: str = "default",
+) -> tuple[Channel, Recorder]:
+    session = build_session(command, args, scenario=scenario, seed=seed, speed=speed)
+    recorder = Recorder(answer=answer)
+    channel = Channel(hub, session, Wire(session), recorder)
+    recorder.channel = channel
+    return channel, recorder
+
+
+def run(main: Callable[[], Awaitable[None]], timeout: float = 20.0) -> None:
+    async def bounded() -> None:
+        await asyncio.wait_for(main(), timeout)
+
+    asyncio.run(bounded())
+
+
+def virtual_lines(command: str, *args: str, seed: int, speed: float) -> list[bytes]:
+    """The event lines of the same run in virtual time, answered by the reference client."""
+    sim = virtual_start(command, *args, seed=seed, speed=speed)
+    client = ReferenceClient()
+    seen = 0
+    while True:
+        while seen < len(sim.events):
+            event = sim.events[seen]
+            seen += 1
+            reply = client.answer(event)
+            if reply is not None:
+                sim.send_line(reply[:-1])
+        if sim.done:
+            break
+        deadline = sim.session.next_deadline()
+        assert deadline is not None, "stalled"
+        sim.advance(deadline - sim.now)
+    sim.close()
+    return [line.data for line in sim.transcript if line.direction == "out"]
+
+
+# -- one heap for many channels --------------------------------------------------------
+
+
+def test_many_channels_share_one_hub_and_match_the_virtual_runs() -> None:
+    count = 200
+    lateness: list[float] = []
+    fired_for: set[int] = set()
+
+    async def main() -> None:
+        hub = Hub(on_fire=lambda channel, late: (lateness.append(late), fired_for.add(id(channel))))
+        pairs = [
+            channel_for(hub, "update", seed=seed, speed=0.01, answer=True) for seed in range(count)
+        ]
+        for channel, _ in pairs:
+            channel.start()
+        codes = await asyncio.gather(*(channel.done for channel, _ in pairs))
+        assert codes == [0] * count
+        for seed, (channel, recorder) in enumerate(pairs):
+            assert channel.session.done
+            assert recorder.writes == virtual_lines("update", seed=seed, speed=0.01), seed
+            assert recorder.events[-1]["vm"]["state"] == "done"
+            channel.close()
+        assert fired_for == {id(channel) for channel, _ in pairs}
+
+    run(main)
+    assert lateness and all(late >= 0 for late in lateness)
+
+
+def test_channels_of_different_commands_and_speeds_on_one_hub() -> None:
+    async def main() -> None:
+        hub = Hub()
+        generate, gen_out = channel_for(hub, "generate", "-y", speed=0.005, answer=True, seed=3)
+        update, up_out = channel_for(hub, "update", speed=0.02, answer=True, seed=4)
+        version, ver_out = channel_for(hub, "version", answer=True)
+        for channel in (generate, update, version):
+            channel.start()
+        await asyncio.gather(generate.done, update.done, version.done)
+        assert gen_out.writes == virtual_lines("generate", "-y", seed=3, speed=0.005)
+        assert up_out.writes == virtual_lines("update", seed=4, speed=0.02)
+        assert len(ver_out.writes) == 1 and ver_out.events[0]["done"] is True
+
+    run(main)
+
+
+# -- pause, resume, set_speed ---------------------------------------------------------
+
+
+def test_pause_freezes_the_session_clock_and_its_timers() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "generate", "-y", speed=1.0)
+        channel.start()  # the next timer (a catalog step) is 0.15-0.28 s away
+        channel.pause()
+        assert channel.paused and channel.wakeup is None
+        frozen = channel.now()
+        await asyncio.sleep(0.35)
+        assert channel.now() == frozen
+        assert len(recorder.writes) == 1  # the timer did not fire while paused
+        channel.resume()
+        assert not channel.paused
+        assert channel.now() - frozen < 0.05  # the clock goes on from where it stopped
+        deadline = channel.session.next_deadline()
+        assert deadline is not None and deadline > channel.now()
+        while len(recorder.writes) == 1:
+            await asyncio.sleep(0.01)
+        assert channel.now() >= deadline
+        channel.close()
+
+    run(main)
+
+
+def test_pause_twice_and_resume_twice_are_harmless() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, _ = channel_for(hub, "generate", "-y", speed=0.01)
+        channel.start()
+        channel.pause()
+        first = channel.now()
+        channel.pause()
+        assert channel.now() == first
+        channel.resume()
+        channel.resume()
+        assert await channel.done == 0
+        assert channel.session.done
+
+    run(main)
+
+
+def test_set_speed_at_the_start_rescales_the_pending_timer() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, _ = channel_for(hub, "generate", "-y", speed=1.0)
+        channel.start()
+        (before,) = channel.session.pending()
+        old = before.deadline
+        channel.set_speed(3.0)
+        (after,) = channel.session.pending()
+        assert after.deadline == pytest.approx(3.0 * old, abs=0.01)
+        assert channel.session.speed == 3.0
+        channel.close()
+
+    run(main)
+
+
+def test_set_speed_keeps_the_share_of_the_wait_already_done() -> None:
+    """A timer part way through its wait keeps that part; the rest is rescaled."""
+
+    async def main() -> None:
+        hub = Hub()
+        channel, _ = channel_for(hub, "generate", "-y", speed=2.0)
+        channel.start()
+        (timer,) = channel.session.pending()  # the first catalog step: 0.3-0.56 s
+        deadline = timer.deadline
+        await asyncio.sleep(0.1)
+        now = channel.now()
+        assert now < deadline
+        channel.set_speed(8.0)
+        (after,) = channel.session.pending()
+        assert after.deadline == pytest.approx(now + 4.0 * (deadline - now), abs=0.02)
+        channel.close()
+
+    run(main)
+
+
+def test_set_speed_zero_runs_the_rest_at_once() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "generate", "-y", speed=10.0)  # minutes
+        channel.start()
+        channel.set_speed(0.0)
+        assert await asyncio.wait_for(channel.done, 5) == 0
+        assert recorder.events[-1]["vm"]["done_total"] == 16
+
+    run(main)
+
+
+def test_set_speed_while_paused_waits_for_resume() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "generate", "-y", speed=1.0)
+        channel.start()
+        channel.pause()
+        channel.set_speed(0.0)
+        await asyncio.sleep(0.05)
+        assert len(recorder.writes) == 1 and channel.paused
+        channel.resume()
+        assert await asyncio.wait_for(channel.done, 5) == 0
+
+    run(main)
+
+
+def test_a_command_starts_its_delay_when_it_arrives() -> None:
+    """The session clock follows real time between timers: a command fed 0.5 s after
+    the gate schedules its step from then, as the stdio runner does."""
+
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "login", speed=1.0)
+        channel.start()
+        await asyncio.sleep(0.5)
+        arrived = channel.now()
+        channel.feed(b'{"type":"select_region","params":{"region":"global"}}')
+        assert recorder.events[-1]["vm"]["state"] == "init_flow"
+        (timer,) = channel.session.pending()
+        assert timer.trigger == "_flow_ready"
+        assert timer.deadline >= arrived + 0.2 - 0.01  # init_flow takes 0.2-0.4 s
+        assert channel.session.now == pytest.approx(arrived, abs=0.05)
+        channel.close()
+
+    run(main)
+
+
+# -- the wire's actions --------------------------------------------------------------
+
+
+def test_faults_reach_the_endpoint() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "generate", speed=0.0)  # waits at its gate
+        channel.wire.faults.add(faults.Fault(kind="stderr", text="on stderr"), now=True)
+        channel.wire.faults.add(faults.Fault(kind="split", pieces=2, pause=0.01), now=True)
+        channel.start()
+        assert recorder.writes == []  # a split and its pause are carried out in a task
+        await asyncio.sleep(0.1)
+        assert len(recorder.writes) == 2
+        first = b"".join(recorder.writes)
+        assert first.endswith(b"\n") and json.loads(first)["vm"]["state"] == "select_action"
+        assert recorder.stderr_lines == ["on stderr"]
+        channel.wire.faults.add(faults.Fault(kind="exit", code=5), now=True)
+        channel.feed(b'{"type":"select_action","params":{"action":"generate"}}')
+        assert await asyncio.wait_for(channel.done, 5) == 5
+        assert recorder.code == 5
+        assert [e["vm"]["state"] for e in recorder.events] == ["select_action", "running"]
+        assert not channel.session.done  # the process died; the session never ended
+
+    run(main)
+
+
+def test_close_stops_the_timers() -> None:
+    async def main() -> None:
+        hub = Hub()
+        channel, recorder = channel_for(hub, "generate", "-y", speed=0.01)
+        channel.start()
+        channel.close()
+        await asyncio.sleep(0.1)
+        assert len(recorder.writes) == 1
+        assert not channel.done.done()
+
+    run(main)

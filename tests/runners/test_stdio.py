@@ -1,0 +1,226 @@
+"""StdioRunner in-process on os.pipe() pairs, run in a thread (signals are then left alone)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+
+from simulator.core.session import Session
+from simulator.runners.stdio import StdioRunner
+from simulator.scenario import load_scenario
+from statecharts import load_chart
+
+
+def session(command: str, *, speed: float = 0, scenario: str = "default") -> Session:
+    return Session(load_chart(command), load_scenario(scenario), seed=0, speed=speed)
+
+
+class Harness:
+    """A runner in a thread: we hold stdin's write end and stdout's read end."""
+
+    def __init__(self, sess: Session, *, stdin: BinaryIO | None = None, **kwargs: Any) -> None:
+        self.session = sess
+        if stdin is None:
+            in_r, self.in_w = os.pipe()
+            self._stdin = os.fdopen(in_r, "rb")
+        else:
+            self.in_w = -1
+            self._stdin = stdin
+        self.out_r, out_w = os.pipe()
+        self._stdout = os.fdopen(out_w, "wb")
+        self.runner = StdioRunner(sess, self._stdin, self._stdout, **kwargs)
+        self.result: list[int] = []
+        self.error: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self._buffer = bytearray()
+        self.raw: list[bytes] = []
+
+    def _run(self) -> None:
+        try:
+            self.result.append(self.runner.run())
+        except BaseException as err:  # reported by join()
+            self.error.append(err)
+
+    def start(self) -> Harness:
+        self.thread.start()
+        return self
+
+    def send(self, line: bytes) -> None:
+        os.write(self.in_w, line + b"\n")
+
+    def close_stdin(self) -> None:
+        if self.in_w >= 0:
+            os.close(self.in_w)
+            self.in_w = -1
+
+    def read_event(self, timeout: float = 5.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.out_r, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                assert remaining > 0 and selector.select(remaining), "no event in time"
+                data = os.read(self.out_r, 1 << 16)
+                assert data, "stdout closed"
+                self._buffer += data
+        end = self._buffer.index(b"\n") + 1
+        raw = bytes(self._buffer[:end])
+        del self._buffer[:end]
+        self.raw.append(raw)
+        event = json.loads(raw)
+        assert list(event) == ["vm", "waiting_for", "done", "error"]
+        return dict(event)
+
+    def join(self, timeout: float = 5.0) -> int:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the runner did not return"
+        if self.error:
+            raise self.error[0]
+        return self.result[0]
+
+    def close(self) -> None:
+        self.close_stdin()
+        self.thread.join(5)
+        for stream in (self._stdin, self._stdout):
+            stream.close()
+        with contextlib.suppress(OSError):
+            os.close(self.out_r)
+
+
+@pytest.fixture
+def harnesses() -> Iterator[list[Harness]]:
+    made: list[Harness] = []
+    yield made
+    for harness in made:
+        harness.close()
+
+
+def start(harnesses: list[Harness], sess: Session, **kwargs: Any) -> Harness:
+    harness = Harness(sess, **kwargs)
+    harnesses.append(harness)
+    return harness.start()
+
+
+def test_first_event_is_written_before_any_input(harnesses: list[Harness]) -> None:
+    h = start(harnesses, session("config"))
+    first = h.read_event()
+    assert first["done"] is False
+    assert first["waiting_for"] == ["update_fields", "save", "reload_llm", "quit"]
+    assert h.thread.is_alive()  # still waiting for input
+    h.send(b'{"type":"quit"}')
+    assert h.read_event()["done"] is True
+    assert h.join() == 0
+
+
+def test_end_of_input_is_quit(harnesses: list[Harness]) -> None:
+    h = start(harnesses, session("login"))
+    first = h.read_event()
+    h.close_stdin()
+    last = h.read_event()
+    assert last["done"] is True
+    assert last["waiting_for"] == []
+    assert last["vm"] == first["vm"]
+    assert h.join() == 0
+    with selectors.DefaultSelector() as selector:  # nothing more was written
+        selector.register(h.out_r, selectors.EVENT_READ)
+        assert selector.select(0.05) == []
+
+
+def test_commands_are_answered_in_order(harnesses: list[Harness]) -> None:
+    h = start(harnesses, session("config"))
+    h.read_event()
+    h.send(b'{"type":"update_fields","params":{"fields":{"language":"zh"}}}')
+    assert h.read_event()["vm"]["dirty"] is True
+    h.send(b'{"type":"nope"}')
+    rejected = h.read_event()
+    assert rejected["error"] == 'command "nope" not allowed in state editing'
+    h.send(b'{"type":"save"}')
+    saved = h.read_event()
+    assert saved["done"] is True and saved["vm"]["saved"] is True
+    assert h.join() == 0
+
+
+def test_regular_file_stdin_works(harnesses: list[Harness], tmp_path: Path) -> None:
+    script = tmp_path / "commands.jsonl"
+    script.write_bytes(
+        b"\n".join(
+            [
+                b'{"type":"update_fields","params":{"fields":{"max_retries":"7"}}}',
+                b"",
+                b'{"type":"reload_llm"}',
+                b'{"type":"save"}',
+            ]
+        )
+        + b"\n"
+    )
+    with script.open("rb") as stdin:
+        h = start(harnesses, session("config"), stdin=stdin)
+        events = [h.read_event() for _ in range(4)]
+        assert h.join() == 0
+    assert [e["done"] for e in events] == [False, False, False, True]
+    assert events[1]["vm"]["fields"][4]["value"] == "7"
+    assert events[-1]["vm"]["saved"] is True
+
+
+def test_regular_file_stdin_that_ends_early_is_quit(
+    harnesses: list[Harness], tmp_path: Path
+) -> None:
+    script = tmp_path / "commands.jsonl"
+    script.write_bytes(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}\n')
+    with script.open("rb") as stdin:
+        h = start(harnesses, session("config"), stdin=stdin)
+        events = [h.read_event() for _ in range(3)]
+        assert h.join() == 0
+    assert events[-1]["done"] is True
+    assert events[-1]["vm"]["saved"] is False
+    assert events[-1]["vm"] == events[-2]["vm"]
+
+
+def test_timers_fire_in_real_time_at_a_small_speed(harnesses: list[Harness]) -> None:
+    sess = session("update", speed=0.1)
+    h = start(harnesses, sess)
+    assert h.read_event()["vm"]["state"] == "checking"
+    # No input at all: the check timer alone moves the session on.
+    offer = h.read_event()
+    assert offer["vm"]["state"] == "has_update"
+    assert 0.03 - 1e-9 <= sess.now <= 0.06 + 1e-9  # the check delay (0.3-0.6 s) x 0.1
+    h.send(b'{"type":"download"}')
+    states = []
+    while True:
+        event = h.read_event()
+        states.append(event["vm"]["state"])
+        if event["vm"]["state"] != "downloading":
+            break
+    assert states[-1] == "confirm_restart"
+    assert len(states) >= 10
+    h.send(b'{"type":"restart"}')
+    assert h.read_event()["done"] is True
+    assert h.join() == 0
+
+
+def test_reader_gone_is_a_quiet_return(harnesses: list[Harness]) -> None:
+    h = start(harnesses, session("config"))
+    h.read_event()
+    os.close(h.out_r)
+    h.send(b'{"type":"reload_llm"}')
+    assert h.join() == 0  # no exception escaped the runner
+
+
+def test_signal_handlers_are_left_alone_off_the_main_thread(harnesses: list[Harness]) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    h = start(harnesses, session("config"))
+    h.read_event()
+    assert {s: signal.getsignal(s) for s in before} == before
+    h.close_stdin()
+    assert h.read_event()["done"] is True
+    assert h.join() == 0

@@ -1,0 +1,288 @@
+"""Tests for simulator.scenario: the built-in catalogue, extends chains, and refusals."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from simulator.scenario import (
+    Scenario,
+    ScenarioError,
+    builtin_names,
+    builtin_text,
+    load_scenario,
+)
+from simulator.scenario.failures import Failure
+from simulator.scenario.timing import Delay
+from simulator.scenario.world import World
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(ref: str | Path) -> str:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(str(ref))
+    return str(info.value)
+
+
+# -- the built-in catalogue ---------------------------------------------------------
+
+
+def test_builtin_names_default_first_and_unique() -> None:
+    names = builtin_names()
+    assert names[0] == "default"
+    assert len(names) == len(set(names))
+    assert {"up-to-date", "package-manager", "download-error", "login-timeout"} <= set(names)
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_loads_with_a_description(name: str) -> None:
+    scenario = load_scenario(name)
+    assert isinstance(scenario, Scenario)
+    assert scenario.name == name
+    assert scenario.description.strip()
+    if name != "default":
+        assert scenario.extends  # every other built-in stands on default
+        # it inherits default's timing unless it overrides it
+        assert load_scenario("default").timing.keys() <= scenario.timing.keys()
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_builtin_text_is_toml(name: str) -> None:
+    data = tomllib.loads(builtin_text(name))
+    assert isinstance(data, dict)
+    assert data.get("description")
+
+
+def test_load_scenario_defaults_to_default() -> None:
+    assert load_scenario() == load_scenario("default")
+
+
+def test_default_world_is_the_world_defaults() -> None:
+    assert load_scenario("default").world == World()
+
+
+def test_builtins_change_what_they_describe() -> None:
+    default = load_scenario("default").world.release
+    assert load_scenario("package-manager").world.release.package_manager
+    up = load_scenario("up-to-date").world.release
+    assert up.latest_version == up.current_version
+    assert default.latest_version != default.current_version
+    assert [f.point for f in load_scenario("download-error").failures] == ["download"]
+    timeout = load_scenario("login-timeout")
+    assert timeout.world.login.auth_timeout < load_scenario().world.login.auth_timeout
+
+
+def test_unknown_builtin_name() -> None:
+    text = refusal("no-such-scenario")
+    assert "no-such-scenario" in text
+    with pytest.raises(ScenarioError):
+        builtin_text("no-such-scenario")
+
+
+# -- files and extends -------------------------------------------------------------
+
+
+def test_file_without_extends_extends_default(tmp_path: Path) -> None:
+    path = write(tmp_path / "mine.toml", '[world.config]\nlanguage = "fr"\n')
+    scenario = load_scenario(str(path))
+    default = load_scenario("default")
+    assert scenario.name == "mine"
+    assert "default" in scenario.extends
+    assert scenario.world.config.language == "fr"
+    # deep merge: the rest of [world.config] and every other table come from default
+    assert scenario.world.config.llm_model == default.world.config.llm_model
+    assert scenario.world.config.max_retries == default.world.config.max_retries
+    assert scenario.world.release == default.world.release
+    assert scenario.timing == default.timing
+
+
+def test_empty_file_equals_default_but_for_its_name(tmp_path: Path) -> None:
+    scenario = load_scenario(str(write(tmp_path / "blank.toml", "")))
+    default = load_scenario("default")
+    assert scenario.world == default.world
+    assert scenario.timing == default.timing
+    assert scenario.failures == default.failures
+
+
+def test_extends_a_builtin_by_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "brew.toml", 'extends = "package-manager"\n[world.release]\nchannel = "beta"\n'
+    )
+    scenario = load_scenario(str(path))
+    assert scenario.world.release.package_manager == "brew"
+    assert scenario.world.release.channel == "beta"
+    assert "package-manager" in scenario.extends
+    assert scenario.timing == load_scenario("default").timing  # default via package-manager
+
+
+def test_arrays_are_replaced_not_appended(tmp_path: Path) -> None:
+    write(
+        tmp_path / "parent.toml",
+        '[[failures]]\npoint = "check"\n[[failures]]\npoint = "save"\n'
+        '[world.login]\nmodels = ["a", "b", "c"]\n',
+    )
+    child = write(
+        tmp_path / "child.toml",
+        'extends = "parent.toml"\n[[failures]]\npoint = "download"\n'
+        '[world.login]\nmodels = ["z"]\n',
+    )
+    scenario = load_scenario(str(child))
+    assert scenario.failures == [Failure(point="download")]
+    assert scenario.world.login.models == ["z"]
+
+
+def test_tables_merge_through_a_chain_of_files(tmp_path: Path) -> None:
+    write(
+        tmp_path / "base.toml",
+        '[world.config]\nlanguage = "de"\nmax_retries = 7\n'
+        "[timing]\ncheck = { uniform = [5.0, 6.0] }\n",
+    )
+    write(
+        tmp_path / "sub" / "middle.toml",
+        'extends = "../base.toml"\n[world.config]\nmax_retries = 1\n',
+    )
+    top = write(
+        tmp_path / "sub" / "top.toml",
+        'extends = "middle.toml"\ndescription = "top"\n[world.account]\nusername = "ada"\n',
+    )
+    scenario = load_scenario(str(top))
+    default = load_scenario("default")
+    assert scenario.description == "top"
+    assert scenario.world.account.username == "ada"
+    assert scenario.world.config.language == "de"
+    assert scenario.world.config.max_retries == 1
+    assert scenario.world.config.llm_provider == default.world.config.llm_provider
+    assert scenario.timing["check"] == Delay(uniform=(5.0, 6.0))
+    assert scenario.timing["download_step"] == default.timing["download_step"]
+    assert "middle.toml" in scenario.extends
+
+
+def test_relative_extends_resolves_against_the_file_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "lib" / "shared.toml", '[world.account]\nusername = "shared"\n')
+    child = write(tmp_path / "lib" / "child.toml", 'extends = "shared.toml"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_scenario(str(child)).world.account.username == "shared"
+
+
+def test_child_changes_a_delays_kind(tmp_path: Path) -> None:
+    # default says check = { uniform = [...] }; a file only states what differs.
+    path = write(tmp_path / "fast.toml", "[timing]\ncheck = { fixed = 0.1 }\n")
+    assert load_scenario(str(path)).timing["check"] == Delay(fixed=0.1)
+
+
+def test_explicit_name_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path / "file.toml", 'name = "pretty"\n')
+    assert load_scenario(str(path)).name == "pretty"
+
+
+# -- refusals ---------------------------------------------------------------------
+
+
+def test_unknown_key_names_file_and_dotted_key(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", "[world.config]\nnope = 1\n")
+    text = refusal(path)
+    assert str(path) in text
+    assert "world.config.nope: unknown key" in text
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", "colour = 1\n")
+    text = refusal(path)
+    assert str(path) in text
+    assert "colour: unknown key" in text
+
+
+def test_wrong_type_names_key_and_reason(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", '[world.config]\nmax_retries = "three"\n')
+    text = refusal(path)
+    assert str(path) in text
+    assert "world.config.max_retries" in text
+    assert "int" in text
+    assert "str" in text
+
+
+def test_impossible_value_names_table_and_reason(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", "[world.config]\nmax_concurrent = 65\n")
+    text = refusal(path)
+    assert str(path) in text
+    assert "world.config" in text
+    assert "max_concurrent" in text
+
+
+def test_bad_failure_names_its_index(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "bad.toml", '[[failures]]\npoint = "check"\n[[failures]]\npoint = "x"\n'
+    )
+    text = refusal(path)
+    assert "failures[1].point" in text
+
+
+def test_bad_delay_names_its_key(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", "[timing]\nmy_step = { fixd = 1.0 }\n")
+    text = refusal(path)
+    assert str(path) in text
+    assert "timing.my_step" in text
+
+
+def test_error_in_a_parent_is_reported(tmp_path: Path) -> None:
+    write(tmp_path / "parent.toml", "[world.config]\nnope = 1\n")
+    child = write(tmp_path / "child.toml", 'extends = "parent.toml"\n')
+    text = refusal(child)
+    assert "world.config.nope: unknown key" in text
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path = write(tmp_path / "broken.toml", "[world\nx = \n")
+    text = refusal(path)
+    assert str(path) in text
+    assert "TOML" in text
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.toml"
+    text = refusal(path)
+    assert "absent.toml" in text
+
+
+def test_missing_parent_file(tmp_path: Path) -> None:
+    child = write(tmp_path / "child.toml", 'extends = "gone.toml"\n')
+    assert "gone.toml" in refusal(child)
+
+
+def test_extends_not_a_string(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", "extends = 3\n")
+    assert "extends" in refusal(path)
+
+
+def test_extends_cycle(tmp_path: Path) -> None:
+    write(tmp_path / "a.toml", 'extends = "b.toml"\n')
+    write(tmp_path / "b.toml", 'extends = "a.toml"\n')
+    assert "cycle" in refusal(tmp_path / "a.toml")
+
+
+@pytest.mark.parametrize("spelling", ["self.toml", "./self.toml"])
+def test_extends_itself(tmp_path: Path, spelling: str) -> None:
+    path = write(tmp_path / "self.toml", f'extends = "{spelling}"\n')
+    assert "cycle" in refusal(path)
+
+
+def test_extends_cycle_spelled_with_dot_slash(tmp_path: Path) -> None:
+    write(tmp_path / "a.toml", 'extends = "./b.toml"\n')
+    write(tmp_path / "b.toml", 'extends = "./a.toml"\n')
+    assert "cycle" in refusal(tmp_path / "a.toml")
+
+
+def test_extends_unknown_builtin(tmp_path: Path) -> None:
+    path = write(tmp_path / "child.toml", 'extends = "no-such-builtin"\n')
+    assert "no-such-builtin" in refusal(path)
