@@ -23,6 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, BinaryIO, NoReturn
 
+from simulator.core.errors import ConfigurationError
 from simulator.launch import add_zread_flags, build_session, flags_of
 from statecharts import COMMANDS
 
@@ -37,7 +38,7 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 70
 
 
-class UsageError(Exception):
+class UsageError(ConfigurationError):
     """A bad flag, variable or scenario: one line on stderr, exit 2."""
 
 
@@ -178,7 +179,7 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
     from simulator.hosts.effects import EffectHost
     from simulator.hosts.home import Home
-    from simulator.runners.stdio import StdioRunner
+    from simulator.runners.stdio import ProcessRunner
     from simulator.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # a bad scenario leaves no home behind
@@ -192,25 +193,15 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
             speed=args.speed,
             home=home,
         )
-        effects = EffectHost(home=home)
-        if args.control:
-            import asyncio
-
-            from simulator.runners.admin import ControlAddressError, serve_process
-
-            control = serve_process(
-                session,
-                args.control,
-                effects=effects,
-                frame=args.frame,
-                in_fd=stdin.fileno(),
-                out_fd=stdout.fileno(),
-            )
-            try:
-                return asyncio.run(control)
-            except ControlAddressError as error:
-                raise UsageError(str(error)) from None
-        return StdioRunner(session, stdin, stdout, effects=effects, frame=args.frame).run()
+        runner = ProcessRunner(
+            session,
+            stdin,
+            stdout,
+            effects=EffectHost(home=home),
+            frame=args.frame,
+            control=args.control,
+        )
+        return runner.run()
     finally:
         if home is not None:
             home.close()
@@ -225,10 +216,6 @@ def main(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run the simulator; returns the exit code."""
-    from simulator.core.session import SessionError
-    from simulator.hosts.home import HomeError
-    from simulator.scenario import ScenarioError
-
     err = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["load"]:
@@ -248,7 +235,7 @@ def main(
             )
             return ExitCode.USAGE
         return _run(args, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
-    except (UsageError, ScenarioError, SessionError, HomeError) as error:
+    except ConfigurationError as error:  # the user's setup: one line, nothing changed
         err.write(f"{PROG}: {error}\n")
         return ExitCode.USAGE
     except KeyboardInterrupt:
@@ -267,6 +254,6 @@ def main(
 
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so the interpreter's final flush cannot fail loudly."""
-    from simulator.runners.stdio import point_at_devnull
+    from simulator.runners.fds import point_at_devnull
 
     point_at_devnull(sys.stdout.fileno())

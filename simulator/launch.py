@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from simulator.core.driver import Flags
+from simulator.core.errors import MisuseError
 from statecharts import COMMANDS
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from simulator.hosts.home import Home
     from simulator.scenario import Scenario
 
-__all__ = ["add_zread_flags", "build_session", "flags_of", "parse_flags"]
+__all__ = ["FlagError", "add_zread_flags", "build_session", "flags_of", "parse_flags"]
 
 
 def add_zread_flags(command: argparse.ArgumentParser, name: str) -> None:
@@ -54,25 +55,29 @@ def flags_of(args: argparse.Namespace) -> Flags:
     )
 
 
+class FlagError(MisuseError, ValueError):
+    """Flags ``zread <command>`` does not take (or a command it does not have)."""
+
+
 class _FlagParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise ValueError(message)
+        raise FlagError(message)
 
 
 def parse_flags(command: str, args: Sequence[str]) -> Flags:
-    """The zread flags of ``zread <command> *args``; ValueError naming a bad one.
+    """The zread flags of ``zread <command> *args``; :class:`FlagError` naming a bad one.
 
     Only zread's own flags (and ``--stdio``) are taken: a simulator option such as
     ``--scenario`` is an error here, where it is a keyword argument.
     """
     if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
+        raise FlagError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
     parser = _FlagParser(prog=f"zread {command}", add_help=False)
     add_zread_flags(parser, command)
     try:
         parsed = parser.parse_args(list(args))
-    except ValueError as error:
-        raise ValueError(f"zread {command}: {error}") from None
+    except FlagError as error:
+        raise FlagError(f"zread {command}: {error}") from None
     return flags_of(parsed)
 
 

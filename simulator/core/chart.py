@@ -46,6 +46,7 @@ from typing import Any
 from transitions import Machine
 
 from simulator.core.driver import Driver
+from simulator.core.errors import SimulatorBug
 
 __all__ = ["Chart", "ChartError", "CommandSpec", "StateSpec", "TimerSpec", "compile_chart"]
 
@@ -54,7 +55,7 @@ WORLD_DELAY = "world."
 """A timer ``after`` that starts with this is a duration read from the world, in seconds."""
 
 
-class ChartError(Exception):
+class ChartError(SimulatorBug):
     """A chart that cannot run: the simulator's own bug, never the client's."""
 
 

@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from simulator.core.errors import ProtocolError
+
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
     from simulator.scenario.failures import Failure
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["Driver", "Flags", "InvalidParams", "Runtime"]
 
 
-class InvalidParams(Exception):
+class InvalidParams(ProtocolError):
     """Raised by a command check: the params are well-formed but name nothing valid."""
 
 

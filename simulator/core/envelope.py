@@ -26,6 +26,8 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from simulator.core.errors import ProtocolError
+
 __all__ = [
     "MAX_LINE_BYTES",
     "Command",
@@ -56,7 +58,7 @@ _EMPTY_OBJECT: Final = b"{}"
 T = TypeVar("T")
 
 
-class RejectedLine(Exception):
+class RejectedLine(ProtocolError):
     """A line from the client that zread would refuse; ``text`` is the event's ``error``."""
 
     def __init__(self, text: str) -> None:

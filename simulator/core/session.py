@@ -9,9 +9,15 @@ The session never reads, writes, sleeps or looks at the wall clock (the h11 mode
 
     session = Session(chart, scenario, seed=0, speed=1.0)
     out = session.start()              # the first event, before anything is read
-    out += session.feed(line)          # a command line, at the time of the last advance
+    out = session.feed(line)           # a command line, at the time of the last advance
     deadline = session.next_deadline() # when a timer wants to fire, or None
-    out += session.advance(deadline)   # fire every timer due by then, in order
+    out = session.advance(deadline)    # fire every timer due by then, in order
+
+Every call returns an :class:`Outcome`: the event lines it produced (the list
+itself), the vm state each one shows, whether the last is ``done:true``, and the
+effects the driver asked for meanwhile. That is all a runner needs: nothing it does
+afterwards asks the session again. A runner that performs an effect with a result
+hands it back with :meth:`Session.resolve`, a new input like a line.
 
 Time is a float of seconds that only the caller moves. A timer fires *at its
 deadline*: timers it schedules count from that deadline, not from the time ``advance``
@@ -41,16 +47,18 @@ from simulator.core.envelope import (
     encode_vm,
     not_allowed,
 )
-from simulator.scenario import Scenario
+from simulator.core.errors import MisuseError
+from simulator.scenario import Scenario, ScenarioError
 from simulator.scenario.failures import Failure, FailurePlan
 
-__all__ = ["JournalEntry", "Session", "SessionError", "Timer"]
+__all__ = ["JournalEntry", "Outcome", "Session", "SessionError", "Timer"]
 
 _OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
 
 
-class SessionError(Exception):
-    """The session was used out of order (a caller's bug, not the client's)."""
+class SessionError(MisuseError):
+    """The session was used out of order or given a bad value (a caller's bug, not the
+    client's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,30 @@ class JournalEntry:
             f"at t={self.time:.3f}s in state {self.state}: sent {sent}; "
             f"expected {expected}: {self.error}"
         )
+
+
+class Outcome(list[bytes]):
+    """What one session call produced, as data: its event lines in order (the list
+    itself, each with its newline) and what a runner needs beside them.
+
+    ``states[i]`` is the vm state event ``i`` shows (what a transport fault's
+    ``on_state`` matches); ``done`` is true once the session is over (then the last
+    event, if the call produced any, is the ``done:true`` one); ``effects`` are what
+    the driver asked of the outside world during the call, oldest first, to be
+    performed before the events are written.
+    """
+
+    __slots__ = ("done", "effects", "states")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.states: list[str] = []
+        self.effects: list[object] = _NO_EFFECTS
+        self.done = False
+
+
+_NO_EFFECTS: Final[list[object]] = []
+"""Shared by every outcome without effects (most of them); never appended to."""
 
 
 class _NoParams(msgspec.Struct):
@@ -133,7 +165,7 @@ class Session:
     ) -> None:
         missing = sorted(chart.delays - scenario.timing.keys())
         if missing:
-            raise SessionError(f"scenario {scenario.name} has no timing for {', '.join(missing)}")
+            raise ScenarioError(f"scenario {scenario.name} has no timing for {', '.join(missing)}")
         if speed < 0:
             raise SessionError("speed must be >= 0")
         self.chart = chart
@@ -239,12 +271,13 @@ class Session:
         """Add a domain failure ahead of the scenario's (the first match wins)."""
         self._failures.add(failure)
 
-    def deliver(self, trigger: str, **payload: Any) -> list[bytes]:
+    def deliver(self, trigger: str, **payload: Any) -> Outcome:
         """Fire an internal trigger now (a runner's answer to an effect); its event."""
         self._require_started()
-        if self._done or not trigger.startswith("_"):
-            return []
-        return [self._emit()] if self._fire(trigger, payload) else []
+        out = Outcome()
+        if not self._done and trigger.startswith("_") and self._fire(trigger, payload):
+            self._emit(out)
+        return self._close(out)
 
     def snapshot(self) -> dict[str, Any]:
         """The session as a control peer sees it: plain data, JSON-ready."""
@@ -267,16 +300,13 @@ class Session:
             ],
         }
 
-    def take_effects(self) -> list[object]:
-        """Effects the driver asked for since the last call, oldest first."""
-        effects, self._effects = self._effects, []
-        return effects
-
-    def resolve(self, effect: object, result: object) -> None:
-        """Hand the driver the result of an effect it asked for (no event by itself)."""
+    def resolve(self, effect: object, result: object) -> Outcome:
+        """Hand the driver the result of an effect it asked for: no event by itself,
+        but what it does may arm a timer or ask for more effects."""
         self.driver.on_effect(effect, result)
+        return self._close(Outcome())
 
-    def start(self) -> list[bytes]:
+    def start(self) -> Outcome:
         """The first event. Call once, before anything else."""
         if self._started:
             raise SessionError("start() was already called")
@@ -285,34 +315,38 @@ class Session:
         if self.chart.has_start:
             self.chart.fire(self.driver, "_start")
         self._entered(before, force=True)
-        return [self._emit()]
+        out = Outcome()
+        self._emit(out)
+        return self._close(out)
 
-    def feed(self, line: bytes) -> list[bytes]:
+    def feed(self, line: bytes) -> Outcome:
         """Answer one line from the client (without its newline)."""
         self._require_started()
+        out = Outcome()
         if not line.strip():
-            return []
+            return out
         if self._done:
             self._record(line, "the session is already done (done:true was written)")
-            return []
+            return out
         if len(line) > MAX_LINE_BYTES:
             self._record(line[:MAX_LINE_BYTES], _OVERSIZED)
-            return [self._reject(_OVERSIZED)]
+            return self._reject(out, _OVERSIZED)
         try:
             command = decode_command(line)
             if command.type == "quit":
                 self._record(line, "")
-                return [self.quit()]
+                return self.quit()
             spec = self.chart.states[self.driver.state]
             if command.type not in spec.waiting_for:
                 raise RejectedLine(not_allowed(command.type, spec.vm_state))
             params = self._params(command.type, command.params)
         except RejectedLine as rejected:
             self._record(line, rejected.text)
-            return [self._reject(rejected.text)]
+            return self._reject(out, rejected.text)
         self._record(line, "")
         self._fire(command.type, {"params": params})
-        return [self._emit()]
+        self._emit(out)
+        return self._close(out)
 
     @property
     def journal(self) -> list[JournalEntry]:
@@ -331,15 +365,17 @@ class Session:
             )
         )
 
-    def quit(self) -> bytes:
+    def quit(self) -> Outcome:
         """End the session as ``quit`` does: the vm as it stood, ``done:true``."""
         self._require_started()
         if self._done:
             raise SessionError("the session is already done")
         self.driver.on_quit()
-        return self._finish(self._last_vm)
+        out = Outcome()
+        self._finish(out, self._last_vm, self._shown_state)
+        return self._close(out)
 
-    def advance(self, now: float, *, limit: int = 0) -> list[bytes]:
+    def advance(self, now: float, *, limit: int = 0) -> Outcome:
         """Move the clock to ``now`` and fire every timer due by then, in order.
 
         With ``limit``, stop after that many events; the clock then stays at the last
@@ -347,10 +383,10 @@ class Session:
         to write events as they come rather than all at once.
         """
         self._require_started()
-        out: list[bytes] = []
+        out = Outcome()
         while self._heap and self._heap[0].deadline <= now and not self._done:
             if limit and len(out) >= limit:
-                return out
+                return self._close(out)
             timer = heapq.heappop(self._heap)
             if self._live.pop(timer.seq, None) is None:
                 continue
@@ -359,9 +395,9 @@ class Session:
             if timer.repeat_after and self.driver.state == timer.state and not self._done:
                 self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
             if fired:
-                out.append(self._emit())
+                self._emit(out)
         self._now = max(self._now, now)
-        return out
+        return self._close(out)
 
     def next_deadline(self) -> float | None:
         """When the next timer is due, or None when nothing is pending."""
@@ -431,23 +467,35 @@ class Session:
         for timer_spec in spec.timers:
             self._arm(timer_spec.trigger, timer_spec.after, state, repeat=timer_spec.repeat)
 
-    def _emit(self) -> bytes:
+    def _emit(self, out: Outcome) -> None:
         spec = self.chart.states[self.driver.state]
         self._shown_state = spec.vm_state
         if self.chart.shows_state:
             self.driver.vm.state = spec.vm_state
         vm_json = encode_vm(self.driver.vm)
         if spec.terminal:
-            return self._finish(vm_json)
+            self._finish(out, vm_json, spec.vm_state)
+            return
         self._last_vm, self._last_waiting_for = vm_json, spec.waiting_for
-        return encode_event(vm_json, spec.waiting_for, False, "")
+        out.append(encode_event(vm_json, spec.waiting_for, False, ""))
+        out.states.append(spec.vm_state)
 
-    def _finish(self, vm_json: bytes) -> bytes:
+    def _finish(self, out: Outcome, vm_json: bytes, vm_state: str) -> None:
         self._done = True
         self._live.clear()
         self._heap.clear()
         self._last_vm, self._last_waiting_for = vm_json, ()
-        return encode_event(vm_json, (), True, "")
+        out.append(encode_event(vm_json, (), True, ""))
+        out.states.append(vm_state)
 
-    def _reject(self, text: str) -> bytes:
-        return encode_event(self._last_vm, self._last_waiting_for, False, text)
+    def _reject(self, out: Outcome, text: str) -> Outcome:
+        out.append(encode_event(self._last_vm, self._last_waiting_for, False, text))
+        out.states.append(self._shown_state)
+        return self._close(out)
+
+    def _close(self, out: Outcome) -> Outcome:
+        """Hand ``out`` the effects asked for since the last call, and the done flag."""
+        if self._effects:
+            out.effects, self._effects = self._effects, []
+        out.done = self._done
+        return out

@@ -3,12 +3,14 @@
 Owns: :class:`EffectHost`, which starts and stops the browse server and persists what
 a command saved (with a home; without one, nothing is written anywhere).
 
-Must not: call into a session. A runner hands it each effect a session returned and
-feeds any result back to the session as a new input.
+Must not: call into a session. A runner hands it the effects a session call returned
+(:meth:`EffectHost.perform_all`) and feeds any result back to the session as a new
+input.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,19 @@ class EffectHost:
 
     servers: dict[int, Any] = field(default_factory=dict)
     home: Home | None = None
+
+    def perform_all(self, owner: int, effects: Iterable[object]) -> list[tuple[object, object]]:
+        """Do every effect of one session call, in order: what each runner calls.
+
+        Returns the effects that have a result, each with it, for the runner to hand
+        back to the session (``Session.resolve``) as a new input.
+        """
+        answered = []
+        for effect in effects:
+            result = self.perform(owner, effect)
+            if result is not None:
+                answered.append((effect, result))
+        return answered
 
     def perform(self, owner: int, effect: object) -> object | None:
         """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""

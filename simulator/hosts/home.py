@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from simulator.core.effects import DraftLeft, SaveConfig, SaveLogin, WikiGenerated
+from simulator.core.errors import ConfigurationError
 from simulator.scenario.world import Account, Draft, Settings, WikiVersion, World
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ _PARTS: Final[dict[str, Any]] = {
 """The world's fields a home stores, with the type each is stored as."""
 
 
-class HomeError(Exception):
+class HomeError(ConfigurationError):
     """A home that cannot be used: the message names the directory and why."""
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from simulator.hosts.effects import EffectHost
-from simulator.runners.stdio import StdioRunner
+from simulator.runners.stdio import ProcessRunner
 
 if TYPE_CHECKING:
     from simulator.core.session import Session
@@ -38,7 +38,7 @@ class PipeProcess:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.returncode: int | None = None
-        self._runner: StdioRunner | None = None
+        self._runner: ProcessRunner | None = None
         in_r, self._in_w = os.pipe()
         self._out_r, out_w = os.pipe()
         self._thread = threading.Thread(
@@ -49,7 +49,7 @@ class PipeProcess:
 
     def _serve(self, in_r: int, out_w: int) -> None:
         with open(in_r, "rb", buffering=0) as stdin, open(out_w, "wb", buffering=0) as stdout:
-            self._runner = StdioRunner(self.session, stdin, stdout, effects=EffectHost())
+            self._runner = ProcessRunner(self.session, stdin, stdout, effects=EffectHost())
             self.returncode = self._runner.run()
 
     def kill(self) -> None:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from simulator.core.session import JournalEntry, Session
+from simulator.core.errors import MisuseError
+from simulator.core.session import JournalEntry, Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario
 
@@ -32,8 +33,10 @@ DEFAULT_HORIZON = 24 * 3600.0
 """How much virtual time a wait may spend before it calls the session stuck."""
 
 
-class SimulationError(AssertionError):
-    """A wait that cannot be satisfied: the session ended, stalled or ran too long."""
+class SimulationError(MisuseError, AssertionError):
+    """A wait that cannot be satisfied: the session ended, stalled or ran too long.
+
+    The test expected what the session cannot give, so it fails as an assertion."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +112,7 @@ class SimSession:
 
     def close_stdin(self) -> list[Event]:
         """End of input: the session quits, as the process does."""
-        return [] if self.done else self._take([self._session.quit()])
+        return [] if self.done else self._take(self._session.quit())
 
     def advance(self, seconds: float) -> list[Event]:
         """Let ``seconds`` of virtual time pass; the events that fired meanwhile."""
@@ -162,13 +165,11 @@ class SimSession:
 
     # -- inside --------------------------------------------------------------------
 
-    def _take(self, lines: list[bytes]) -> list[Event]:
-        for effect in self._session.take_effects():
-            result = self._effects.perform(id(self), effect)
-            if result is not None:
-                self._session.resolve(effect, result)
+    def _take(self, outcome: Outcome) -> list[Event]:
+        for effect, result in self._effects.perform_all(id(self), outcome.effects):
+            self._take(self._session.resolve(effect, result))
         events = []
-        for line in lines:
+        for line in outcome:
             self.transcript.append(TranscriptLine("out", self.now, line))
             events.append(json.loads(line))
         self.events.extend(events)

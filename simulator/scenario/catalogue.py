@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from simulator.core.errors import ConfigurationError
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay
@@ -35,7 +36,7 @@ __all__ = [
 DEFAULT = "default"
 
 
-class ScenarioError(Exception):
+class ScenarioError(ConfigurationError):
     """A scenario that cannot be used; the message names the file, the key and why."""
 
 

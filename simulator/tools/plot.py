@@ -22,13 +22,15 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
+from simulator.core.errors import ConfigurationError
+
 __all__ = ["PlotError", "check_plot_path", "render_svg", "write_plot"]
 
 WIDTH, CHART_HEIGHT = 820, 250
 LEFT, RIGHT, TOP, BOTTOM = 80, 30, 50, 50
 
 
-class PlotError(Exception):
+class PlotError(ConfigurationError):
     """A plot that cannot be written: an unknown suffix, or PNG without matplotlib."""
 
 

@@ -22,10 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from simulator.core.errors import MisuseError
+
 __all__ = ["Remote", "RemoteError"]
 
 
-class RemoteError(Exception):
+class RemoteError(MisuseError):
     """The simulator answered with an error, or could not be reached in time."""
 
 

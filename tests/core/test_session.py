@@ -17,8 +17,8 @@ from simulator.core.chart import compile_chart
 from simulator.core.driver import Driver, Flags
 from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.core.envelope import MAX_LINE_BYTES
-from simulator.core.session import Session, SessionError
-from simulator.scenario import Scenario, load_scenario
+from simulator.core.session import Outcome, Session, SessionError
+from simulator.scenario import Scenario, ScenarioError, load_scenario
 from simulator.scenario.timing import Delay
 from statecharts import load_chart
 
@@ -66,33 +66,49 @@ def new_session(
     return Session(load_chart(command), scenario, flags=flags, seed=seed, speed=speed)
 
 
-def step(session: Session) -> list[bytes]:
+def step(session: Session) -> Outcome:
     """Advance to the next deadline (there must be one)."""
     deadline = session.next_deadline()
     assert deadline is not None, f"nothing pending in {session.state}"
     return session.advance(deadline)
 
 
-def play(session: Session, stop_at: str | None = None, limit: int = 200) -> list[bytes]:
-    """Run a scripted client with virtual time until done (or until ``stop_at``)."""
-    out: list[bytes] = []
+def joined(first: Outcome, then: Outcome) -> Outcome:
+    """The events and effects of two session calls, as one."""
+    both = Outcome()
+    both += first
+    both += then
+    both.effects = [*first.effects, *then.effects]
+    both.done = then.done
+    return both
+
+
+def play(session: Session, stop_at: str | None = None, limit: int = 200) -> Outcome:
+    """Run a scripted client with virtual time until done (or until ``stop_at``); every
+    event and effect of the run."""
+    out = Outcome()
     for _ in range(limit):
         if session.done or session.state == stop_at:
             return out
         if session.state in SCRIPT and session.waiting_for:
-            out += session.feed(SCRIPT[session.state])
+            out = joined(out, session.feed(SCRIPT[session.state]))
         else:
-            out += step(session)
+            out = joined(out, step(session))
     raise AssertionError("the run did not end")
+
+
+def reach_all(command: str, target: str, scenario: str = "default") -> tuple[Session, Outcome]:
+    """A started session in chart state ``target``, and every event and effect so far."""
+    session = new_session(command, scenario)
+    out = joined(session.start(), play(session, stop_at=target))
+    assert session.state == target
+    assert not session.done
+    return session, out
 
 
 def reach(command: str, target: str, scenario: str = "default") -> tuple[Session, bytes]:
     """A started session in chart state ``target``, and the last event it wrote."""
-    session = new_session(command, scenario)
-    out = session.start()
-    out += play(session, stop_at=target)
-    assert session.state == target
-    assert not session.done
+    session, out = reach_all(command, target, scenario)
     return session, out[-1]
 
 
@@ -128,7 +144,7 @@ def test_negative_speed_is_refused() -> None:
 def test_scenario_without_a_needed_delay_is_refused() -> None:
     scenario = load_scenario("default")
     timing = {k: v for k, v in scenario.timing.items() if k != "check"}
-    with pytest.raises(SessionError, match="check"):
+    with pytest.raises(ScenarioError, match="check"):
         Session(load_chart("update"), msgspec.structs.replace(scenario, timing=timing))
 
 
@@ -221,7 +237,7 @@ def test_quit_with_params_and_extra_keys_still_quits() -> None:
 def test_quit_method_ends_like_the_command() -> None:
     a, _ = reach("login", "waiting")
     b, _ = reach("login", "waiting")
-    assert a.quit() == b.feed(QUIT)[0]
+    assert a.quit() == b.feed(QUIT)
     with pytest.raises(SessionError):
         a.quit()
 
@@ -351,8 +367,7 @@ def test_config_refuses_bad_fields_all_or_nothing(fields: dict[str, Any]) -> Non
     session, last = reach("config", "editing")
     line = json.dumps({"type": "update_fields", "params": {"fields": fields}}).encode()
     assert_rejected(session, last, line, "invalid params: ")
-    session.feed(b'{"type":"save"}')
-    (saved,) = session.take_effects()
+    (saved,) = session.feed(b'{"type":"save"}').effects
     assert isinstance(saved, SaveConfig)
     assert saved.values["language"] == "en"
     assert saved.values["max_retries"] == "2"
@@ -771,16 +786,16 @@ def test_full_login_run_ends_done_with_a_username() -> None:
 
 
 def test_config_save_effect_has_the_edited_values() -> None:
-    session, _ = reach("config", "editing")
-    session.feed(
+    session, before = reach_all("config", "editing")
+    edit = session.feed(
         b'{"type":"update_fields","params":{"fields":{"language":"fr","max_concurrent":"8"}}}'
     )
-    assert session.take_effects() == []
+    assert before.effects == [] and edit.effects == []
     out = session.feed(b'{"type":"save"}')
     final = event(out[0])
     assert final["done"] is True
     assert final["vm"]["saved"] is True
-    effects = session.take_effects()
+    effects = out.effects
     assert len(effects) == 1
     saved = effects[0]
     assert isinstance(saved, SaveConfig)
@@ -789,33 +804,30 @@ def test_config_save_effect_has_the_edited_values() -> None:
     assert saved.values["max_concurrent"] == "8"
     assert saved.values["llm_model"] == world.llm_model
     assert "" not in saved.values
-    assert session.take_effects() == []
+    assert session.feed(QUIT).effects == []  # handed over once, with the call that made it
 
 
 def test_config_quit_saves_nothing() -> None:
-    session, _ = reach("config", "editing")
-    session.feed(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}')
-    session.feed(QUIT)
-    assert session.take_effects() == []
+    session, before = reach_all("config", "editing")
+    edit = session.feed(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}')
+    assert [*before.effects, *edit.effects, *session.feed(QUIT).effects] == []
 
 
 def test_login_done_saves_the_login() -> None:
     session = new_session("login")
-    session.start()
-    play(session)
-    effects = session.take_effects()
+    effects = joined(session.start(), play(session)).effects
     assert effects == [SaveLogin(load_scenario().world.account.username, "cn", "glm-4.5-air")]
 
 
 def test_login_quit_before_done_saves_nothing() -> None:
-    session, _ = reach("login", "saving")
-    session.feed(QUIT)
-    assert session.take_effects() == []
+    session, before = reach_all("login", "saving")
+    assert [*before.effects, *session.feed(QUIT).effects] == []
 
 
 def test_login_custom_flag_ends_at_once_without_saving() -> None:
     session = new_session("login", flags=Flags(custom=True))
-    (only,) = session.start()
+    first = session.start()
+    (only,) = first
     assert event(only)["done"] is True
     assert event(only)["vm"]["wants_llm_provider_editor"] is True
-    assert session.take_effects() == []
+    assert first.effects == []

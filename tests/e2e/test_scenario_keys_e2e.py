@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from simulator.core.driver import Flags
-from simulator.core.session import Session
+from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario, failures, faults, load_scenario, timing, world
 from statecharts import COMMANDS, load_chart
@@ -46,11 +46,9 @@ def drive(
     host = EffectHost()
     events: list[dict[str, Any]] = []
 
-    def take(lines: list[bytes]) -> None:
-        for effect in session.take_effects():
-            result = host.perform(0, effect)
-            if result is not None:
-                session.resolve(effect, result)
+    def take(lines: Outcome) -> None:
+        for effect, result in host.perform_all(0, lines.effects):
+            take(session.resolve(effect, result))
         events.extend(json.loads(line) for line in lines)
 
     try:

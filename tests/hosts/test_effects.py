@@ -18,7 +18,7 @@ import pytest
 
 from simulator.core.driver import Flags
 from simulator.core.effects import DraftLeft, SaveConfig, SaveLogin, StopServer, WikiGenerated
-from simulator.core.session import Session
+from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.hosts.home import Home, HomeError
 from simulator.scenario import load_scenario
@@ -99,10 +99,10 @@ class Run:
         self.last: dict[str, Any] = {}
         self._take(self.session.start())
 
-    def _take(self, out: list[bytes]) -> None:
+    def _take(self, out: Outcome) -> None:
         if out:
             self.last = json.loads(out[-1])
-        self.effects += self.session.take_effects()
+        self.effects += out.effects
 
     def until(self, predicate: Callable[[dict[str, Any]], bool]) -> None:
         """Fire timers one event at a time until an event satisfies ``predicate``."""
@@ -116,7 +116,7 @@ class Run:
         assert self.last["error"] == "", self.last
 
     def quit(self) -> None:
-        self._take([self.session.quit()])
+        self._take(self.session.quit())
 
 
 def running(event: dict[str, Any]) -> bool:
@@ -217,8 +217,7 @@ def test_config_save_says_which_values_it_started_from() -> None:
     session = Session(load_chart("config"), load_scenario())
     session.start()
     session.feed(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}')
-    session.feed(b'{"type":"save"}')
-    (saved,) = session.take_effects()
+    (saved,) = session.feed(b'{"type":"save"}').effects
     assert isinstance(saved, SaveConfig)
     assert saved.values["language"] == "fr"
     assert saved.initial["language"] == "en"

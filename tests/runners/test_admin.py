@@ -1,26 +1,19 @@
-"""simulator.runners.admin: the admin API's handlers, called through a real pair of Conns, and
-``serve_process`` in this process on OS pipes (no child process)."""
+"""simulator.runners.admin: the admin API's handlers, called through a real pair of Conns."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import socket
-import tempfile
-import threading
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from simulator.control import Conn, ControlError
 from simulator.launch import build_session
-from simulator.runners.admin import ControlAddressError, install, parse_address, serve_process
+from simulator.runners.admin import install
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.output import Wire
+from simulator.runners.output import OutputStage
 from simulator.scenario.failures import Failure
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
@@ -32,21 +25,15 @@ class Recorder:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.stderr_lines: list[str] = []
-        self.code: int | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> bool:
         self.writes.append(data)
+        return True
 
     def stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
 
-    def exit(self, code: int) -> None:
-        self.code = code
-
     def close_output(self) -> None:
-        pass
-
-    def stop_reading(self) -> None:
         pass
 
     @property
@@ -61,7 +48,9 @@ class Admin:
         loop = asyncio.get_running_loop()
         self.session = build_session(command, args, speed=speed)
         self.out = Recorder()
-        self.channel = Channel(Hub(loop), self.session, Wire(self.session), self.out)
+        self.channel = Channel(
+            Hub(loop), self.session, OutputStage.for_session(self.session), self.out
+        )
         self.frames: list[bytes] = []
         peers: dict[str, Conn] = {}
 
@@ -91,30 +80,6 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
         await asyncio.wait_for(main(), 10)
 
     asyncio.run(bounded())
-
-
-# -- parse_address ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("value", "parsed"),
-    [
-        ("stdio", ("stdio", "")),
-        ("unix:/tmp/x.sock", ("unix", "/tmp/x.sock")),
-        ("unix:relative/path", ("unix", "relative/path")),
-        ("unix:unix:odd", ("unix", "unix:odd")),
-    ],
-)
-def test_parse_address(value: str, parsed: tuple[str, str]) -> None:
-    assert parse_address(value) == parsed
-
-
-@pytest.mark.parametrize("value", ["", "unix:", "STDIO", "stdio:", "tcp:127.0.0.1:1", "/tmp/x"])
-def test_parse_address_refuses(value: str) -> None:
-    with pytest.raises(ControlAddressError) as caught:
-        parse_address(value)
-    assert str(caught.value) == f"--control takes stdio or unix:PATH, got {value!r}"
-    assert isinstance(caught.value, ValueError)
 
 
 # -- the handlers ----------------------------------------------------------------------
@@ -219,7 +184,7 @@ def test_inject_refuses_and_changes_nothing(params: dict[str, Any], message: str
             await admin.call("inject", **params)
         assert caught.value.message.startswith(message), caught.value.message
         assert admin.session.snapshot() == before
-        assert not admin.channel.wire.faults
+        assert not admin.channel.stage.faults
         admin.channel.feed(GENERATE)
         assert await admin.channel.done == 0
         assert all(line.startswith(b'{"vm":') for line in admin.out.lines)
@@ -293,100 +258,3 @@ def test_an_unknown_subtype_is_named() -> None:
         admin.close()
 
     run(main)
-
-
-# -- serve_process on pipes, in this process -------------------------------------------
-
-
-def serve(
-    command: str, args: tuple[str, ...], address: str, stdin: bytes, *, speed: float = 0.0
-) -> tuple[int, bytes]:
-    """Run serve_process with ``stdin`` on a pipe (then closed); the code and stdout.
-
-    A thread drains stdout: the process endpoint's writes block, as a process's do.
-    """
-    session = build_session(command, args, speed=speed)
-    in_read, in_write = os.pipe()
-    out_read, out_write = os.pipe()
-    os.write(in_write, stdin)
-    os.close(in_write)
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while data := os.read(out_read, 1 << 16):
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    try:
-        code = asyncio.run(
-            asyncio.wait_for(serve_process(session, address, in_fd=in_read, out_fd=out_write), 10)
-        )
-    finally:
-        os.close(in_read)
-        os.close(out_write)
-        reader.join(timeout=5)
-        os.close(out_read)
-    return code, b"".join(chunks)
-
-
-def control_line(request_id: str, subtype: str, **params: Any) -> bytes:
-    request = {"subtype": subtype, **params}
-    frame = {"type": "control_request", "request_id": request_id, "request": request}
-    return json.dumps(frame).encode() + b"\n"
-
-
-def test_serve_process_over_stdio_separates_frames_from_events() -> None:
-    stdin = control_line("a", "snapshot") + GENERATE + b"\n" + control_line("b", "nope")
-    code, out = serve("generate", (), "stdio", stdin)
-    assert code == 0
-    lines = out.splitlines()
-    frames = [json.loads(line) for line in lines if line.startswith(b'{"type":')]
-    events = [json.loads(line) for line in lines if line.startswith(b'{"vm":')]
-    assert len(frames) + len(events) == len(lines)
-    by_id = {f["response"]["request_id"]: f["response"] for f in frames}
-    assert by_id["a"]["subtype"] == "success" and by_id["a"]["response"]["command"] == "generate"
-    assert by_id["b"] == {
-        "subtype": "error",
-        "request_id": "b",
-        "error": "Unsupported control request subtype: nope",
-    }
-    assert events[0]["vm"]["state"] == "select_action"
-    assert events[-1]["done"] is True and events[-1]["vm"]["done_total"] == 16
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    folder = tempfile.mkdtemp(prefix="zsa-")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_serve_process_refuses_a_path_that_is_not_a_socket(short_dir: str) -> None:
-    path = Path(short_dir, "c.sock")
-    path.write_text("data")
-    with pytest.raises(ControlAddressError, match="exists and is not a socket"):
-        serve("version", (), f"unix:{path}", b"")
-    assert path.read_text() == "data"
-
-
-def test_serve_process_refuses_a_live_socket(short_dir: str) -> None:
-    path = os.path.join(short_dir, "c.sock")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
-        live.bind(path)
-        live.listen()
-        with pytest.raises(ControlAddressError, match="another process is listening"):
-            serve("version", (), f"unix:{path}", b"")
-        assert os.path.exists(path)
-
-
-def test_serve_process_replaces_a_stale_socket_and_removes_it_at_the_end(short_dir: str) -> None:
-    path = os.path.join(short_dir, "c.sock")
-    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(path)
-    stale.close()
-    code, out = serve("version", (), f"unix:{path}", b"")
-    assert code == 0
-    (line,) = out.splitlines()
-    assert json.loads(line)["done"] is True
-    assert not os.path.exists(path)

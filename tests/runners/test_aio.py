@@ -16,7 +16,7 @@ import pytest
 
 from simulator.launch import build_session
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.output import Wire
+from simulator.runners.output import OutputStage
 from simulator.runners.virtual import start as virtual_start
 from simulator.scenario import faults
 from simulator.tools.client import ReferenceClient
@@ -28,31 +28,24 @@ class Recorder:
     def __init__(self, *, answer: bool = False) -> None:
         self.writes: list[bytes] = []
         self.stderr_lines: list[str] = []
-        self.code: int | None = None
         self.output_closed = False
-        self.reading_stopped = False
         self.channel: Channel | None = None
         self.client = ReferenceClient() if answer else None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> bool:
         self.writes.append(data)
         if self.client is not None:
             assert self.channel is not None
             reply = self.client.answer(json.loads(data))
             if reply is not None:
                 self.channel.hub.loop.call_soon(self.channel.feed, reply[:-1])
+        return True
 
     def stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
 
-    def exit(self, code: int) -> None:
-        self.code = code
-
     def close_output(self) -> None:
         self.output_closed = True
-
-    def stop_reading(self) -> None:
-        self.reading_stopped = True
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -70,7 +63,7 @@ def channel_for(
 ) -> tuple[Channel, Recorder]:
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed)
     recorder = Recorder(answer=answer)
-    channel = Channel(hub, session, Wire(session), recorder)
+    channel = Channel(hub, session, OutputStage.for_session(session), recorder)
     recorder.channel = channel
     return channel, recorder
 
@@ -282,19 +275,19 @@ def test_faults_reach_the_endpoint() -> None:
     async def main() -> None:
         hub = Hub()
         channel, recorder = channel_for(hub, "generate", speed=0.0)  # waits at its gate
-        channel.wire.faults.add(faults.Fault(kind="stderr", text="on stderr"), now=True)
-        channel.wire.faults.add(faults.Fault(kind="split", pieces=2, pause=0.01), now=True)
+        channel.stage.faults.add(faults.Fault(kind="stderr", text="on stderr"), now=True)
+        channel.stage.faults.add(faults.Fault(kind="split", pieces=2, pause=0.01), now=True)
         channel.start()
-        assert recorder.writes == []  # a split and its pause are carried out in a task
+        assert len(recorder.writes) == 2  # at speed 0 the split's pause is no wait at all
         await asyncio.sleep(0.1)
         assert len(recorder.writes) == 2
         first = b"".join(recorder.writes)
         assert first.endswith(b"\n") and json.loads(first)["vm"]["state"] == "select_action"
         assert recorder.stderr_lines == ["on stderr"]
-        channel.wire.faults.add(faults.Fault(kind="exit", code=5), now=True)
+        channel.stage.faults.add(faults.Fault(kind="exit", code=5), now=True)
         channel.feed(b'{"type":"select_action","params":{"action":"generate"}}')
         assert await asyncio.wait_for(channel.done, 5) == 5
-        assert recorder.code == 5
+        assert channel.code == 5
         assert [e["vm"]["state"] for e in recorder.events] == ["select_action", "running"]
         assert not channel.session.done  # the process died; the session never ended
 

@@ -1,4 +1,4 @@
-"""StdioRunner in-process on os.pipe() pairs, run in a thread (signals are then left alone)."""
+"""ProcessRunner in-process on os.pipe() pairs, run in a thread (signals are then left alone)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import pytest
 
 from simulator.core.session import Session
-from simulator.runners.stdio import StdioRunner
+from simulator.runners.stdio import ProcessRunner
 from simulator.scenario import load_scenario
 from statecharts import load_chart
 
@@ -38,7 +38,7 @@ class Harness:
             self._stdin = stdin
         self.out_r, out_w = os.pipe()
         self._stdout = os.fdopen(out_w, "wb")
-        self.runner = StdioRunner(sess, self._stdin, self._stdout, **kwargs)
+        self.runner = ProcessRunner(sess, self._stdin, self._stdout, **kwargs)
         self.result: list[int] = []
         self.error: list[BaseException] = []
         self.thread = threading.Thread(target=self._run, daemon=True)

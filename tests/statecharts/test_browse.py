@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from simulator.core.effects import ServerStarted, StartServer, StopServer
-from simulator.core.session import Session
+from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.hosts.wikiserver import page_path
 from simulator.scenario import Scenario, load_scenario, wiki
@@ -65,19 +65,23 @@ class Run:
         self.session = Session(load_chart("browse"), self.scenario, seed=seed, speed=0)
         self.lines: list[bytes] = []
         self.performed: list[object] = []
+        self.deferred: list[object] = []
 
-    def _out(self, events: list[bytes], *, perform: bool = True) -> list[dict[str, Any]]:
+    def _out(self, events: Outcome, *, perform: bool = True) -> list[dict[str, Any]]:
         if perform:
-            self.perform()
+            self.perform(events.effects)
+        else:
+            self.deferred += events.effects
         self.lines += events
         return [json.loads(line) for line in events]
 
-    def perform(self) -> None:
-        for effect in self.session.take_effects():
-            self.performed.append(effect)
-            result = self.host.perform(0, effect)
-            if result is not None:
-                self.session.resolve(effect, result)
+    def perform(self, effects: list[object] | None = None) -> None:
+        """Carry out ``effects`` (by default, those left for later), as a runner does."""
+        if effects is None:
+            effects, self.deferred = self.deferred, []
+        self.performed += effects
+        for effect, result in self.host.perform_all(0, effects):
+            self._out(self.session.resolve(effect, result))
 
     def start(self) -> list[dict[str, Any]]:
         return self._out(self.session.start())
@@ -99,7 +103,7 @@ class Run:
         return out
 
     def quit(self) -> dict[str, Any]:
-        return self._out([self.session.quit()])[0]
+        return self._out(self.session.quit())[0]
 
     def close(self) -> None:
         self.host.close()
@@ -493,7 +497,7 @@ def test_server_failure_after_selecting_a_version(runs: list[Run]) -> None:
 def test_a_host_that_cannot_listen_ends_in_error(runs: list[Run]) -> None:
     run = new(runs)
     run._out(run.session.start(), perform=False)
-    [effect] = run.session.take_effects()
+    [effect] = run.deferred
     assert isinstance(effect, StartServer)
     run.session.resolve(effect, ServerStarted(error="listen on 127.0.0.1: Permission denied"))
     [last] = run.settle()

@@ -14,7 +14,7 @@ import pytest
 
 from simulator.launch import build_session
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.output import Wire
+from simulator.runners.output import OutputStage
 from simulator.runners.virtual import SimSession, SimulationError
 from simulator.runners.virtual import start as virtual_start
 from simulator.scenario import builtin_names, load_scenario
@@ -163,11 +163,10 @@ class Sink:
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.pending = b""
-        self.code: int | None = None
         self.channel: Channel | None = None
         self.client = ReferenceClient()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> bool:
         *complete, self.pending = (self.pending + data).split(b"\n")
         for line in complete:
             self.lines.append(line)
@@ -179,17 +178,12 @@ class Sink:
             if answer is not None:
                 assert self.channel is not None
                 self.channel.hub.loop.call_soon(self.channel.feed, answer[:-1])
+        return True
 
     def stderr(self, line: str) -> None:
         pass
 
-    def exit(self, code: int) -> None:
-        self.code = code
-
     def close_output(self) -> None:
-        pass
-
-    def stop_reading(self) -> None:
         pass
 
 
@@ -205,7 +199,7 @@ def test_generate_of_every_scenario_on_a_hub(scenario: str) -> None:
     async def main() -> None:
         session = build_session("generate", (), scenario=scenario, speed=0.0)
         sink = Sink()
-        channel = Channel(Hub(), session, Wire(session), sink)
+        channel = Channel(Hub(), session, OutputStage.for_session(session), sink)
         sink.channel = channel
         channel.start()
         ending = ending_faults(scenario)
@@ -218,7 +212,7 @@ def test_generate_of_every_scenario_on_a_hub(scenario: str) -> None:
         finally:
             channel.close()
         if "exit" in ending:
-            assert code == 3 and sink.code == 3 and not session.done
+            assert code == 3 and channel.code == 3 and not session.done
             return
         assert code == 0 and session.done and not session.violations
         events = [json.loads(line) for line in sink.lines if line.startswith(b'{"vm":')]

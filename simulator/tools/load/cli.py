@@ -173,14 +173,14 @@ def _draw_progress(out: IO[str], stats: Stats, point: dict[str, Any]) -> None:
 
 def run(config: LoadConfig, progress: IO[str] | None = None) -> dict[str, Any]:
     """Run the load test ``config`` describes; the summary (LoadError if unusable)."""
-    from simulator.core.session import SessionError
-    from simulator.launch import build_session
-    from simulator.scenario import ScenarioError, load_scenario
+    from simulator.core.errors import ConfigurationError
+    from simulator.launch import FlagError, build_session
+    from simulator.scenario import load_scenario
 
     try:
         scenario = load_scenario(config.scenario)
         build_session(config.command, config.args, scenario=scenario)  # usable at all?
-    except (ScenarioError, SessionError, ValueError) as error:
+    except (ConfigurationError, FlagError) as error:
         raise LoadError(str(error)) from None
     draw = None if progress is None else partial(_draw_progress, progress)
     if config.concurrency is None:

@@ -17,11 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.core.errors import ConfigurationError
+
 EVENT_KEYS = ("vm", "waiting_for", "done", "error")
 """The keys of every event line zread writes."""
 
 
-class LoadError(Exception):
+class LoadError(ConfigurationError):
     """A bad argument or an unusable scenario: one line on stderr, exit 2."""
 
 

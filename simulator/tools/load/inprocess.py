@@ -39,6 +39,7 @@ from simulator.tools.load.stats import (
 
 if TYPE_CHECKING:
     from simulator.core.session import Session
+    from simulator.runners.live import LiveSession
     from simulator.scenario import Scenario
 
 __all__ = ["InProcess"]
@@ -81,7 +82,6 @@ class _Sink:
         "index",
         "pending",
         "problem",
-        "reading",
         "run",
         "started",
     )
@@ -99,12 +99,11 @@ class _Sink:
         self.pending = b""
         self.problem = ""
         self.closed = False
-        self.reading = True
         self.finished = False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> bool:
         if self.closed:
-            return
+            return True  # stdout points at /dev/null: written, and lost
         self.bytes += len(data)
         self.run.stats.bytes += len(data)
         if self.run.plain:  # one event, one write
@@ -113,13 +112,14 @@ class _Sink:
             assert self.channel is not None
             if self.run.needs_answer(self.channel.session.waiting_for):
                 self._line(data)
-            return
+            return True
         data = self.pending + data
         *complete, self.pending = data.split(b"\n")
         self.events += len(complete)
         self.run.stats.events += len(complete)
         for line in complete:
             self._line(line)
+        return True
 
     def _line(self, line: bytes) -> None:
         try:
@@ -133,26 +133,24 @@ class _Sink:
         if self.client is None:
             self.client = ReferenceClient()
         answer = self.client.answer(event)
-        if answer is not None and self.reading:
+        if answer is not None and self._reading():
             self.answers += 1
             self.run.hub.loop.call_soon(self._feed, answer[:-1])
 
     def _feed(self, line: bytes) -> None:
-        if self.channel is not None and self.reading and not self.finished:
+        if self.channel is not None and self._reading() and not self.finished:
             self.channel.feed(line)
+
+    def _reading(self) -> bool:
+        """The session still reads what the client sends (no stop_reading fault)."""
+        return self.channel is not None and self.channel.reading
 
     def stderr(self, line: str) -> None:
         pass
 
-    def exit(self, code: int) -> None:
-        pass  # the channel's done future carries the code
-
     def close_output(self) -> None:
         self.closed = True
         self.problem = self.problem or "stdout closed before done:true"
-
-    def stop_reading(self) -> None:
-        self.reading = False
 
 
 class InProcess:
@@ -189,7 +187,7 @@ class InProcess:
             self._gates[waiting_for] = known
         return known
 
-    def _on_fire(self, channel: Channel, lateness: float) -> None:
+    def _on_fire(self, channel: LiveSession, lateness: float) -> None:
         start = self.hub.batch_start
         if start is not None:
             lateness += self.hub.time() - start
@@ -254,19 +252,18 @@ class InProcess:
         """One session in virtual time first, so lazy imports and caches are not
         counted as the sessions' memory."""
         from simulator.core.session import Session
-        from simulator.runners.output import Wire
+        from simulator.runners.output import OutputStage
 
         session = Session(self.chart, self.scenario, flags=self.flags, seed=self.config.seed)
-        wire = Wire(session)
-        wire.render(session.start())
+        stage = OutputStage.for_session(session)
+        stage.actions(session.start())
         for _ in range(1000):
             deadline = session.next_deadline()
             if deadline is None:
                 break
-            wire.render(session.advance(deadline, limit=1))
+            stage.actions(session.advance(deadline, limit=1))
         if not session.done:
-            wire.render([session.quit()])
-        wire.close()
+            stage.actions(session.quit())
 
     def _live_count(self) -> int:
         return len(self.live)
@@ -296,7 +293,7 @@ class InProcess:
 
     def _start_one(self) -> None:
         from simulator.core.session import Session
-        from simulator.runners.output import Wire
+        from simulator.runners.output import OutputStage
 
         index = self.stats.started
         self.stats.started += 1
@@ -312,7 +309,7 @@ class InProcess:
                 speed=config.speed,
             )
         sink = _Sink(self, index, self.hub.time(), config.timeout)
-        channel = Channel(self.hub, session, Wire(session, owner=index), sink)
+        channel = Channel(self.hub, session, OutputStage.for_session(session), sink, owner=index)
         sink.channel = channel
         self.live[index] = sink
         self.order.append(sink)

@@ -1,0 +1,193 @@
+"""The process runner's loop when ``--control`` is given: the session and its control
+peers on one asyncio loop.
+
+Owns: the ``--control`` address (``stdio`` or ``unix:PATH``: parsing it, refusing a
+path in use, the socket created with mode 0600), reading stdin without blocking the
+loop, and wiring the peers' :class:`~simulator.control.Conn` to the admin handlers
+(:mod:`simulator.runners.admin`). The session runs as a
+:class:`~simulator.runners.aio.Channel`, so every lifecycle rule is the one the plain
+process follows (:mod:`simulator.runners.live`); :class:`~simulator.runners.stdio.ProcessRunner`
+hands over its endpoint, output stage and effects.
+
+``--control stdio`` shares stdin and stdout with the commands and events: a line that
+is a control frame goes to the peer's Conn, every other one to the session.
+
+Must not: decide anything about the protocol or the lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import select
+import socket
+import stat
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from simulator.control import Conn
+from simulator.core.errors import ConfigurationError
+from simulator.core.session import Session
+from simulator.hosts.effects import EffectHost
+from simulator.runners.admin import Approvals, install
+from simulator.runners.aio import Channel, Hub
+from simulator.runners.fds import READ_SIZE, SIGNALS
+from simulator.runners.live import Endpoint
+from simulator.runners.output import OutputStage
+
+__all__ = ["ControlAddressError", "parse_address", "serve"]
+
+
+class ControlAddressError(ConfigurationError, ValueError):
+    """A ``--control`` value that cannot be used; the message says why."""
+
+
+def parse_address(value: str) -> tuple[str, str]:
+    """``"stdio"`` or ``"unix:PATH"`` → (kind, path)."""
+    if value == "stdio":
+        return "stdio", ""
+    if value.startswith("unix:") and len(value) > len("unix:"):
+        return "unix", value[len("unix:") :]
+    raise ControlAddressError(f"--control takes stdio or unix:PATH, got {value!r}")
+
+
+def _prepare_socket_path(path: str) -> None:
+    """Refuse a path in use or that is not a socket; remove a stale socket."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ControlAddressError(f"--control unix:{path}: exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # stale: nobody listens
+    else:
+        raise ControlAddressError(f"--control unix:{path}: another process is listening")
+    finally:
+        probe.close()
+
+
+async def _reads(fd: int, reading: Callable[[], bool]) -> AsyncIterator[bytes]:
+    """What ``fd`` gives as it arrives, ``b""`` last at end of input; stops early once
+    ``reading()`` is false.
+
+    A pipe or a terminal is watched by the loop; a regular file, which epoll refuses
+    and which never blocks, is read directly.
+    """
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    try:
+        loop.add_reader(fd, ready.set)
+        watched = True
+    except (PermissionError, OSError):
+        watched = False
+    try:
+        while reading():
+            if watched:
+                await ready.wait()
+                ready.clear()
+                if not reading():
+                    return
+                if not select.select([fd], [], [], 0)[0]:
+                    continue  # the flag outlived the data: reading now would block
+            data = os.read(fd, READ_SIZE)
+            yield data
+            if not data:
+                return
+            if not watched:
+                await asyncio.sleep(0)
+    finally:
+        if watched:
+            loop.remove_reader(fd)
+
+
+async def serve(
+    session: Session,
+    address: str,
+    *,
+    endpoint: Endpoint,
+    stage: OutputStage | None = None,
+    host: EffectHost | None = None,
+    in_fd: int = 0,
+) -> int:
+    """Run ``session`` on stdin and ``endpoint`` with the admin API at ``address``; the
+    exit code. ``stage`` defaults to the session's scenario faults, unframed."""
+    kind, path = parse_address(address)
+    loop = asyncio.get_running_loop()
+    stage = stage or OutputStage.for_session(session)
+    channel = Channel(Hub(loop), session, stage, endpoint, host=host)
+    conns: list[Conn] = []
+    approvals = Approvals(channel, conns)
+    channel.intercept = approvals.intercept
+    server: asyncio.AbstractServer | None = None
+
+    if kind == "stdio":
+        conn = Conn(channel.send)
+        install(conn, channel)
+        conns.append(conn)
+        channel.control = conn.handle_frame
+    else:
+        _prepare_socket_path(path)
+
+        async def on_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = Conn(writer.write)
+            install(peer, channel)
+            conns.append(peer)
+            session.peer_attached = True
+            try:
+                while line := await reader.readline():
+                    peer.handle_frame(line)
+            except (asyncio.CancelledError, ConnectionError, ValueError):
+                pass  # shutting down, the peer went away, or an over-long line
+            finally:
+                conns.remove(peer)
+                session.peer_attached = bool(conns)
+                peer.close()
+                writer.close()
+
+        old_umask = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(on_peer, path, limit=1 << 22)
+        except OSError as err:
+            raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
+        finally:
+            os.umask(old_umask)
+    session.peer_attached = bool(conns)
+
+    for signum in SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, channel.quit)
+
+    def on_hang() -> None:  # a stuck process: signals do what they do by default
+        for signum in SIGNALS:
+            loop.remove_signal_handler(signum)
+
+    channel.on_hang = on_hang
+
+    async def pump() -> None:
+        async for data in _reads(in_fd, lambda: channel.reading):
+            channel.received(data)
+
+    channel.start()
+    reader = loop.create_task(pump())
+    try:
+        either: set[asyncio.Future[Any]] = {reader, channel.done}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if reader.done() and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]  # the simulator's own bug
+        code = await channel.done
+        await approvals.settle()
+    finally:
+        reader.cancel()
+        for conn in conns:
+            conn.close()
+        if server is not None:
+            server.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        channel.close()
+    return code

@@ -1,0 +1,319 @@
+"""One session in real time, whatever loop runs it: its clock, its output, its lifecycle.
+
+Owns: :class:`LiveSession`, the one place the lifecycle of FIDELITY section 4 is
+written, for every real-time runner (the process with or without ``--control``, pipes
+on a thread, thousands of sessions on one asyncio loop):
+
+1. the first event is written before anything is read (:meth:`LiveSession.start`);
+2. a line is answered after the timers due before it have fired;
+3. end of input and a signal are ``quit``;
+4. a reader that went away (stdout closed) ends the run quietly, code 0;
+5. once ``done:true`` is written (after whatever a split event still had to write)
+   the run is over, code 0;
+6. transport faults: ``exit`` ends the run with its code, ``hang`` stops everything
+   for good, ``close_stdout`` and ``stop_reading`` do what they say.
+
+Each session call's :class:`~simulator.core.session.Outcome` goes the same way: its
+effects are performed (:meth:`~simulator.hosts.effects.EffectHost.perform_all`, a
+control peer first offered those it answers), any result goes back to the session as
+a new input, and its events go through the
+:class:`~simulator.runners.output.OutputStage` to actions carried out on an
+:class:`Endpoint`. A split event's pauses are waits, not sleeps: the rest of its
+actions wait in a backlog, and :meth:`LiveSession.next_wakeup` says when to go on.
+
+Must not: sleep, block or read anything. The loop around it reads input, waits until
+:meth:`LiveSession.next_wakeup`, and calls in; the clock it is given is its only
+sense of time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from simulator.core.lines import LineBuffer
+from simulator.core.session import Outcome, Session
+from simulator.hosts.effects import EffectHost
+from simulator.runners.output import OutputStage
+from simulator.scenario import faults
+
+__all__ = ["Endpoint", "LiveSession"]
+
+
+class Endpoint(Protocol):
+    """Where a session's actions go: a process's pipes, a socket, a counter."""
+
+    def write(self, data: bytes) -> bool:
+        """Hand ``data`` over; False when the reader has gone away."""
+        ...
+
+    def stderr(self, line: str) -> None: ...
+
+    def close_output(self) -> None: ...
+
+
+class LiveSession:
+    """One session in real time on ``clock``, writing through ``endpoint``."""
+
+    __slots__ = (
+        "_backlog",
+        "_clock",
+        "_lines",
+        "_paused_at",
+        "_resume_at",
+        "_stopped",
+        "_waiting",
+        "code",
+        "control",
+        "endpoint",
+        "host",
+        "hung",
+        "intercept",
+        "on_finish",
+        "on_fire",
+        "on_hang",
+        "origin",
+        "owner",
+        "reading",
+        "session",
+        "stage",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        stage: OutputStage,
+        endpoint: Endpoint,
+        *,
+        clock: Callable[[], float],
+        host: EffectHost | None = None,
+        owner: int = 0,
+    ) -> None:
+        self.session = session
+        self.stage = stage
+        self.endpoint = endpoint
+        self.host = host or EffectHost()
+        self.owner = owner
+        """Who this session is to the host (whose server to stop)."""
+        self._clock = clock
+        self.origin = clock()
+        """The clock's reading at session time 0 (moved on by the time spent paused)."""
+        self.code: int | None = None
+        """The run's exit code once it is over; None while it runs (and in a hang)."""
+        self.hung = False
+        self.reading = True
+        """False once a ``stop_reading`` fault fired or the run is over: read no more."""
+        self.intercept: Callable[[object], bool] | None = None
+        """Offered each effect first; True means it took care of it (a control peer)."""
+        self.control: Callable[[bytes], bool] | None = None
+        """Offered each input line first; True means it was a control frame."""
+        self.on_finish: Callable[[int], None] | None = None
+        self.on_hang: Callable[[], None] | None = None
+        self.on_fire: Callable[[LiveSession, float], None] | None = None
+        """Told how late each timer fired, in seconds (load-test statistics)."""
+        self._lines = LineBuffer()
+        self._paused_at: float | None = None
+        self._backlog: deque[faults.Action] = deque()
+        self._waiting = False
+        self._resume_at = 0.0
+        self._stopped = False
+
+    # -- the clock -------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Session time: seconds since start, less the time spent paused."""
+        if self._paused_at is not None:
+            return self._paused_at - self.origin
+        return self._clock() - self.origin
+
+    def next_wakeup(self) -> float | None:
+        """When, on the clock, the loop must call :meth:`tick` next; None: only input
+        (or nothing) can move this session on."""
+        if self._stopped:
+            return None
+        wakeup = self._resume_at if self._waiting else None
+        if self._paused_at is None and not self.session.done:
+            deadline = self.session.next_deadline()
+            if deadline is not None:
+                timer = self.origin + deadline
+                wakeup = timer if wakeup is None else min(wakeup, timer)
+        return wakeup
+
+    @property
+    def finished(self) -> bool:
+        """The run is over (done, an exit, or the reader gone); a hang never is."""
+        return self.code is not None
+
+    # -- what moves it -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """(1) The first event, before anything is read."""
+        self._take(self.session.start())
+        self._settle()
+
+    def received(self, data: bytes) -> None:
+        """Bytes read from the client's stream; ``b""`` is the end of input (3)."""
+        if not self.reading:
+            return
+        for line in self._lines.push(data) if data else self._lines.finish():
+            if self.control is not None and self.control(line):
+                continue
+            self.feed(line)
+            if self.session.done:
+                return
+        if not data:
+            self.quit()
+
+    def feed(self, line: bytes) -> None:
+        """(2) One command line, answered after the timers due before it."""
+        if self.session.done:
+            self.session.feed(line)  # recorded in the journal as sent after done
+            return
+        if self._stopped:  # a hang or an exit: nothing is read any more
+            return
+        self.tick()
+        self._take(self.session.feed(line))
+        self._settle()
+
+    def quit(self) -> None:
+        """(3) End of input or a signal: the session quits, as with ``quit``."""
+        if self._stopped or self.session.done:
+            return
+        self.tick()
+        if not self._stopped and not self.session.done:
+            self._take(self.session.quit())
+        self._settle()
+
+    def deliver(self, trigger: str, **payload: object) -> None:
+        """Fire an internal trigger now: a runner's answer to an effect."""
+        if not self._stopped and not self.session.done:
+            self.tick()
+            self._take(self.session.deliver(trigger, **payload))
+            self._settle()
+
+    def tick(self) -> None:
+        """Go on writing a split event whose pause is over, and fire every timer due."""
+        now = self._clock()
+        if self._waiting and now >= self._resume_at:
+            self._waiting = False
+            actions = list(self._backlog)
+            self._backlog.clear()
+            self._carry_out(actions)
+        if self._paused_at is None:
+            t = now - self.origin
+            while not self._stopped:
+                deadline = self.session.next_deadline()
+                # Compared on the clock, as next_wakeup() promised it: origin + deadline
+                # minus origin may come out a hair below the deadline.
+                if deadline is None or self.origin + deadline > now:
+                    break
+                outcome = self.session.advance(max(t, deadline), limit=1)
+                if self.on_fire is not None:
+                    self.on_fire(self, t - deadline)
+                self._take(outcome)
+            if not self._stopped and not self.session.done:
+                self.session.advance(t)  # nothing is due: only the clock moves
+        self._settle()
+
+    # -- admin -------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def pause(self) -> None:
+        """Freeze the session's timers (a split event still finishes writing)."""
+        if self._paused_at is None:
+            self.tick()
+            self._paused_at = self._clock()
+            self._settle()
+
+    def resume(self) -> None:
+        """Release the timers; each keeps the time it had left."""
+        if self._paused_at is not None:
+            self.origin += self._clock() - self._paused_at
+            self._paused_at = None
+            self._settle()
+
+    def set_speed(self, speed: float) -> None:
+        """Change ``--speed`` now; pending timers keep the share of their wait done."""
+        self.tick()
+        self.session.set_speed(speed)
+        self.stage.faults.set_speed(self.session.speed)
+        self._settle()
+
+    def send(self, line: bytes) -> None:
+        """Write a whole line of the runner's own (a control frame), between events:
+        after whatever a split event still has to write."""
+        self._carry_out([faults.Write(line)])
+
+    def close(self) -> None:
+        """Stop for good and release what the effects hold (servers, the home)."""
+        self._stopped = True
+        self.reading = False
+        self._backlog.clear()
+        self.host.close()
+
+    # -- inside ------------------------------------------------------------------------
+
+    def _take(self, outcome: Outcome) -> None:
+        """Perform the effects of one session call, then write its events."""
+        if outcome.effects:
+            effects = outcome.effects
+            if self.intercept is not None:
+                effects = [effect for effect in effects if not self.intercept(effect)]
+            for effect, result in self.host.perform_all(self.owner, effects):
+                self._take(self.session.resolve(effect, result))
+        if outcome:
+            self._carry_out(self.stage.actions(outcome))
+
+    def _carry_out(self, actions: list[faults.Action]) -> None:
+        if self._waiting:
+            self._backlog.extend(actions)
+            return
+        for index, action in enumerate(actions):
+            if self._stopped:
+                return
+            if isinstance(action, faults.Pause):
+                if action.seconds > 0:
+                    self._waiting = True
+                    self._resume_at = self._clock() + action.seconds
+                    self._backlog.extend(actions[index + 1 :])
+                    return
+            elif isinstance(action, faults.Write):
+                if not self.endpoint.write(action.data):
+                    self._end(0)  # (4) the reader went away: a quiet end
+            elif isinstance(action, faults.Stderr):
+                self.endpoint.stderr(action.line)
+            elif isinstance(action, faults.CloseStdout):
+                self.endpoint.close_output()
+            elif isinstance(action, faults.StopReading):
+                self.reading = False
+            elif isinstance(action, faults.Exit):
+                self._end(action.code)
+            elif isinstance(action, faults.Hang):
+                self._stopped, self.hung, self.reading = True, True, False
+                self._backlog.clear()
+                if self.on_hang is not None:
+                    self.on_hang()
+
+    def _settle(self) -> None:
+        """(5) Done and everything written: the run is over (a control peer's frames
+        may still be written)."""
+        if self.session.done and not self._waiting and not self._stopped:
+            self._finish(0)
+
+    def _end(self, code: int) -> None:
+        """An exit, or the reader gone: nothing more is written or read."""
+        if not self._stopped:
+            self._stopped = True
+            self._backlog.clear()
+            self._finish(code)
+
+    def _finish(self, code: int) -> None:
+        self.reading = False
+        if self.code is None:
+            self.code = code
+            if self.on_finish is not None:
+                self.on_finish(code)

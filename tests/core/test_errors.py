@@ -1,0 +1,90 @@
+"""simulator.core.errors: one tree, four branches, and every error the package raises
+on purpose in the branch that says whose fault it is."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+
+import pytest
+
+from simulator.core.errors import (
+    ConfigurationError,
+    MisuseError,
+    ProtocolError,
+    SimulatorBug,
+    SimulatorError,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
+
+WHOSE = {
+    "simulator.cli.UsageError": ConfigurationError,
+    "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
+    "simulator.hosts.home.HomeError": ConfigurationError,
+    "simulator.runners.controlled.ControlAddressError": ConfigurationError,
+    "simulator.tools.load.common.LoadError": ConfigurationError,
+    "simulator.tools.plot.PlotError": ConfigurationError,
+    "simulator.core.session.SessionError": MisuseError,
+    "simulator.launch.FlagError": MisuseError,
+    "simulator.runners.virtual.SimulationError": MisuseError,
+    "simulator.tools.remote.RemoteError": MisuseError,
+    "simulator.core.envelope.RejectedLine": ProtocolError,
+    "simulator.core.driver.InvalidParams": ProtocolError,
+    "simulator.core.chart.ChartError": SimulatorBug,
+}
+"""Each error class of the package, and the branch it belongs to."""
+
+STANDALONE = {"simulator/clijson.py", "simulator/control.py"}
+"""The companion protocols keep errors of their own, to stay usable alone."""
+
+
+def test_the_branches_hang_from_one_root() -> None:
+    for branch in BRANCHES:
+        assert issubclass(branch, SimulatorError)
+    for a in BRANCHES:
+        for b in BRANCHES:
+            assert a is b or not issubclass(a, b)
+
+
+def test_exit_codes_say_whose_fault_it_is() -> None:
+    assert ConfigurationError.exit_code == 2
+    assert SimulatorBug.exit_code == 70
+    assert MisuseError.exit_code == 70  # the command line misusing its own API is a bug
+
+
+@pytest.mark.parametrize(("where", "branch"), sorted(WHOSE.items(), key=lambda kv: kv[0]))
+def test_each_error_is_in_its_branch(where: str, branch: type[Exception]) -> None:
+    module, name = where.rsplit(".", 1)
+    error = getattr(importlib.import_module(module), name)
+    assert issubclass(error, branch)
+
+
+def test_every_error_class_of_the_package_is_in_the_tree() -> None:
+    """An exception class declared anywhere in the package (but the two standalone
+    protocols, and private control-flow signals) is one the table above names."""
+    found = set()
+    for path in sorted((ROOT / "simulator").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in STANDALONE:
+            continue
+        module = relative.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                error = getattr(importlib.import_module(module), node.name, None)
+                if isinstance(error, type) and issubclass(error, BaseException):
+                    found.add(f"{module}.{node.name}")
+    tree = {name for name in found if name.rsplit(".", 1)[1] not in {b.__name__ for b in BRANCHES}}
+    tree.discard("simulator.core.errors.SimulatorError")
+    assert tree == set(WHOSE)
+
+
+def test_a_protocol_error_message_is_the_event_error_text() -> None:
+    from simulator.core.envelope import RejectedLine
+
+    rejected = RejectedLine("invalid JSON: expected a value")
+    assert isinstance(rejected, ProtocolError)
+    assert rejected.text == str(rejected) == "invalid JSON: expected a value"

@@ -1,0 +1,150 @@
+"""simulator.runners.controlled: the ``--control`` address, and the process loop with a
+control peer run in this process on OS pipes (no child process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.launch import build_session
+from simulator.runners import controlled
+from simulator.runners.controlled import ControlAddressError, parse_address
+from simulator.runners.fds import ProcessEndpoint
+
+GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
+
+
+# -- parse_address ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("stdio", ("stdio", "")),
+        ("unix:/tmp/x.sock", ("unix", "/tmp/x.sock")),
+        ("unix:relative/path", ("unix", "relative/path")),
+        ("unix:unix:odd", ("unix", "unix:odd")),
+    ],
+)
+def test_parse_address(value: str, parsed: tuple[str, str]) -> None:
+    assert parse_address(value) == parsed
+
+
+@pytest.mark.parametrize("value", ["", "unix:", "STDIO", "stdio:", "tcp:127.0.0.1:1", "/tmp/x"])
+def test_parse_address_refuses(value: str) -> None:
+    with pytest.raises(ControlAddressError) as caught:
+        parse_address(value)
+    assert str(caught.value) == f"--control takes stdio or unix:PATH, got {value!r}"
+    assert isinstance(caught.value, ValueError)
+
+
+# -- serve on pipes, in this process -------------------------------------------
+
+
+def serve(
+    command: str, args: tuple[str, ...], address: str, stdin: bytes, *, speed: float = 0.0
+) -> tuple[int, bytes]:
+    """Run ``serve`` with ``stdin`` on a pipe (then closed); the code and stdout.
+
+    A thread drains stdout: the process endpoint's writes block, as a process's do.
+    """
+    session = build_session(command, args, speed=speed)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.write(in_write, stdin)
+    os.close(in_write)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while data := os.read(out_read, 1 << 16):
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        code = asyncio.run(
+            asyncio.wait_for(
+                controlled.serve(
+                    session, address, endpoint=ProcessEndpoint(out_write), in_fd=in_read
+                ),
+                10,
+            )
+        )
+    finally:
+        os.close(in_read)
+        os.close(out_write)
+        reader.join(timeout=5)
+        os.close(out_read)
+    return code, b"".join(chunks)
+
+
+def control_line(request_id: str, subtype: str, **params: Any) -> bytes:
+    request = {"subtype": subtype, **params}
+    frame = {"type": "control_request", "request_id": request_id, "request": request}
+    return json.dumps(frame).encode() + b"\n"
+
+
+def test_serve_over_stdio_separates_frames_from_events() -> None:
+    stdin = control_line("a", "snapshot") + GENERATE + b"\n" + control_line("b", "nope")
+    code, out = serve("generate", (), "stdio", stdin)
+    assert code == 0
+    lines = out.splitlines()
+    frames = [json.loads(line) for line in lines if line.startswith(b'{"type":')]
+    events = [json.loads(line) for line in lines if line.startswith(b'{"vm":')]
+    assert len(frames) + len(events) == len(lines)
+    by_id = {f["response"]["request_id"]: f["response"] for f in frames}
+    assert by_id["a"]["subtype"] == "success" and by_id["a"]["response"]["command"] == "generate"
+    assert by_id["b"] == {
+        "subtype": "error",
+        "request_id": "b",
+        "error": "Unsupported control request subtype: nope",
+    }
+    assert events[0]["vm"]["state"] == "select_action"
+    assert events[-1]["done"] is True and events[-1]["vm"]["done_total"] == 16
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    folder = tempfile.mkdtemp(prefix="zsa-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_refuses_a_path_that_is_not_a_socket(short_dir: str) -> None:
+    path = Path(short_dir, "c.sock")
+    path.write_text("data")
+    with pytest.raises(ControlAddressError, match="exists and is not a socket"):
+        serve("version", (), f"unix:{path}", b"")
+    assert path.read_text() == "data"
+
+
+def test_serve_refuses_a_live_socket(short_dir: str) -> None:
+    path = os.path.join(short_dir, "c.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(path)
+        live.listen()
+        with pytest.raises(ControlAddressError, match="another process is listening"):
+            serve("version", (), f"unix:{path}", b"")
+        assert os.path.exists(path)
+
+
+def test_serve_replaces_a_stale_socket_and_removes_it_at_the_end(short_dir: str) -> None:
+    path = os.path.join(short_dir, "c.sock")
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(path)
+    stale.close()
+    code, out = serve("version", (), f"unix:{path}", b"")
+    assert code == 0
+    (line,) = out.splitlines()
+    assert json.loads(line)["done"] is True
+    assert not os.path.exists(path)

@@ -1,0 +1,334 @@
+"""simulator.runners.live: one session in real time on a clock the test moves by hand,
+writing to an endpoint that keeps everything. Each lifecycle rule, and the way effects
+and split pauses are carried out, without a loop, a thread or a pipe."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import msgspec
+import pytest
+
+from simulator.core.effects import AskApproval
+from simulator.core.session import Session
+from simulator.hosts.effects import EffectHost
+from simulator.launch import build_session
+from simulator.runners.live import LiveSession
+from simulator.runners.output import OutputStage
+from simulator.scenario import load_scenario
+from simulator.scenario.faults import Fault
+
+GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
+
+
+class Clock:
+    """A clock only the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Keeper:
+    """An endpoint that keeps every write; ``gone`` plays a reader that went away."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.stderr_lines: list[str] = []
+        self.closed = False
+        self.gone = False
+
+    def write(self, data: bytes) -> bool:
+        if self.gone:
+            return False
+        self.writes.append(data)
+        return True
+
+    def stderr(self, line: str) -> None:
+        self.stderr_lines.append(line)
+
+    def close_output(self) -> None:
+        self.closed = True
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in b"".join(self.writes).splitlines()]
+
+
+def live(
+    command: str,
+    *args: str,
+    faults: list[Fault] | None = None,
+    speed: float = 1.0,
+    scenario: str = "default",
+    frame: bool = False,
+) -> tuple[LiveSession, Keeper, Clock]:
+    loaded = load_scenario(scenario)
+    if faults is not None:
+        loaded = msgspec.structs.replace(loaded, faults=faults)
+    session = build_session(command, args, scenario=loaded, speed=speed)
+    keeper, clock = Keeper(), Clock()
+    runner = LiveSession(
+        session, OutputStage.for_session(session, frame=frame), keeper, clock=clock
+    )
+    return runner, keeper, clock
+
+
+def run_out(runner: LiveSession, clock: Clock, limit: int = 10_000) -> None:
+    """Move the clock from wake-up to wake-up until nothing is pending."""
+    for _ in range(limit):
+        wake = runner.next_wakeup()
+        if wake is None:
+            return
+        clock.now = max(clock.now, wake)
+        runner.tick()
+    raise AssertionError("the run did not settle")
+
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+
+def test_the_first_event_comes_before_anything_is_read() -> None:
+    runner, keeper, _ = live("generate")
+    assert keeper.writes == []
+    runner.start()
+    assert [e["vm"]["state"] for e in keeper.events] == ["select_action"]
+    assert runner.reading and not runner.finished
+
+
+def test_done_ends_the_run_with_code_0_and_stops_reading() -> None:
+    runner, keeper, clock = live("generate", "-y")
+    runner.start()
+    run_out(runner, clock)
+    assert keeper.events[-1]["done"] is True
+    assert runner.finished and runner.code == 0 and not runner.reading
+    assert runner.next_wakeup() is None
+
+
+def test_end_of_input_is_quit() -> None:
+    finished: list[int] = []
+    runner, keeper, _ = live("generate")
+    runner.on_finish = finished.append
+    runner.start()
+    runner.received(b"")
+    assert keeper.events[-1]["done"] is True
+    assert keeper.events[-1]["vm"]["state"] == "select_action"
+    assert finished == [0]
+
+
+def test_an_unterminated_last_line_is_answered_before_the_end_of_input_quits() -> None:
+    runner, keeper, clock = live("update", speed=0.0)
+    runner.start()
+    run_out(runner, clock)
+    runner.received(b'{"type":"quit"')
+    assert not runner.finished  # half a line: nothing yet
+    runner.received(b"}")
+    runner.received(b"")
+    assert [e["done"] for e in keeper.events].count(True) == 1
+    assert runner.session.violations == []
+
+
+def test_a_line_is_answered_after_the_timers_due_before_it() -> None:
+    runner, keeper, clock = live("update")
+    runner.start()
+    assert keeper.events[-1]["vm"]["state"] == "checking"
+    wake = runner.next_wakeup()
+    assert wake is not None
+    clock.now = wake + 0.001  # the check is over, but no tick came yet
+    runner.feed(b'{"type":"download"}')
+    states = [e["vm"]["state"] for e in keeper.events]
+    assert states == ["checking", "has_update", "downloading"]
+    assert runner.session.violations == []
+
+
+def test_quit_after_the_session_ended_is_nothing_more() -> None:
+    runner, keeper, _ = live("version")
+    runner.start()
+    runner.quit()
+    assert len(keeper.events) == 1 and runner.code == 0
+
+
+def test_lines_after_done_are_journaled_not_answered() -> None:
+    runner, keeper, _ = live("version")
+    runner.start()
+    runner.feed(b'{"type":"quit"}')
+    assert len(keeper.events) == 1
+    (late,) = runner.session.violations
+    assert late.after_done
+
+
+def test_a_reader_that_went_away_ends_the_run_quietly() -> None:
+    runner, keeper, clock = live("generate", "-y")
+    runner.start()
+    keeper.gone = True
+    run_out(runner, clock)
+    assert runner.code == 0 and runner.finished
+    assert not runner.session.done  # nobody saw the rest: the session never ended
+    assert runner.next_wakeup() is None
+
+
+def test_an_exit_fault_ends_the_run_with_its_code() -> None:
+    runner, keeper, clock = live(
+        "generate", "-y", faults=[Fault(kind="exit", after_event=2, code=9)]
+    )
+    runner.start()
+    run_out(runner, clock)
+    assert runner.code == 9 and len(keeper.events) == 2
+    assert not runner.session.done
+
+
+def test_a_hang_stops_everything_and_never_finishes() -> None:
+    hung: list[bool] = []
+    runner, keeper, clock = live("generate", "-y", faults=[Fault(kind="hang", after_event=3)])
+    runner.on_hang = lambda: hung.append(True)
+    runner.start()
+    run_out(runner, clock)
+    assert hung == [True] and runner.hung
+    assert not runner.finished and runner.code is None
+    assert len(keeper.events) == 3 and not runner.reading
+    runner.received(GENERATE)
+    runner.quit()
+    assert len(keeper.events) == 3
+
+
+def test_stop_reading_ignores_what_comes_after() -> None:
+    runner, keeper, _ = live("generate", faults=[Fault(kind="stop_reading", after_event=1)])
+    runner.start()
+    assert not runner.reading
+    runner.received(GENERATE + b"\n")
+    runner.received(b"")
+    assert len(keeper.events) == 1 and not runner.finished
+
+
+def test_close_output_and_stderr_reach_the_endpoint() -> None:
+    plan = [
+        Fault(kind="stderr", text="a diagnostic", after_event=1),
+        Fault(kind="close_stdout", after_event=1),
+    ]
+    runner, keeper, _ = live("generate", faults=plan)
+    runner.start()
+    assert keeper.stderr_lines == ["a diagnostic"] and keeper.closed
+
+
+# -- split pauses are waits --------------------------------------------------------------
+
+
+def test_a_split_event_waits_for_its_pause_and_what_follows_keeps_its_place() -> None:
+    plan = [Fault(kind="split", pieces=3, pause=0.5, after_event=1)]
+    runner, keeper, clock = live("config", faults=plan)
+    runner.start()
+    assert len(keeper.writes) == 1  # the first piece; the rest wait
+    assert runner.next_wakeup() == pytest.approx(clock.now + 0.5)
+    runner.send(b'{"type":"control_response"}\n')  # a frame waits behind the event
+    runner.feed(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}')
+    assert len(keeper.writes) == 1
+    clock.now += 0.5
+    runner.tick()
+    assert len(keeper.writes) == 2
+    clock.now += 0.5
+    runner.tick()
+    assert json.loads(b"".join(keeper.writes[:3]))["vm"]["fields"][0]["value"] == "en"
+    assert keeper.writes[3] == b'{"type":"control_response"}\n'
+    assert json.loads(keeper.writes[4])["vm"]["fields"][0]["value"] == "fr"
+    assert runner.next_wakeup() is None
+
+
+def test_done_waits_for_the_rest_of_a_split_final_event() -> None:
+    plan = [Fault(kind="split", pieces=2, pause=1.0, after_event=1)]
+    runner, keeper, clock = live("version", faults=plan)
+    runner.start()
+    assert runner.session.done and not runner.finished
+    clock.now += 1.0
+    runner.tick()
+    assert runner.finished and keeper.events[-1]["done"] is True
+
+
+# -- pause, resume, set_speed --------------------------------------------------------------
+
+
+def test_pause_freezes_the_clock_and_resume_keeps_the_time_left() -> None:
+    runner, keeper, clock = live("update")
+    runner.start()
+    wake = runner.next_wakeup()
+    assert wake is not None
+    left = wake - clock.now
+    runner.pause()
+    assert runner.paused and runner.next_wakeup() is None
+    frozen = runner.now()
+    clock.now += 60.0
+    runner.tick()
+    assert runner.now() == frozen and len(keeper.events) == 1
+    runner.resume()
+    assert runner.next_wakeup() == pytest.approx(clock.now + left)
+
+
+def test_set_speed_rescales_the_time_left() -> None:
+    runner, _, clock = live("update")
+    runner.start()
+    wake = runner.next_wakeup()
+    assert wake is not None
+    left = wake - clock.now
+    runner.set_speed(2.0)
+    assert runner.next_wakeup() == pytest.approx(clock.now + 2 * left)
+
+
+# -- effects ---------------------------------------------------------------------------------
+
+
+def test_effects_are_carried_out_before_the_event_is_written() -> None:
+    session = build_session("browse", (), speed=0.0)
+    host = EffectHost()
+    keeper = Keeper()
+    runner = LiveSession(
+        session, OutputStage.for_session(session), keeper, clock=Clock(), host=host
+    )
+    try:
+        runner.start()
+        run_out(runner, Clock())
+        serving = keeper.events[-1]
+        assert serving["vm"]["state"] == "serving"
+        with urllib.request.urlopen(serving["vm"]["url"], timeout=5) as response:
+            assert response.status == 200
+        assert len(host.servers) == 1
+    finally:
+        runner.close()
+    assert host.servers == {}
+
+
+def test_intercept_takes_an_effect_before_the_host() -> None:
+    scenario = load_scenario("default")
+    login = msgspec.structs.replace(scenario.world.login, approver="control")
+    scenario = msgspec.structs.replace(
+        scenario, world=msgspec.structs.replace(scenario.world, login=login)
+    )
+    session: Session = build_session("login", (), scenario=scenario)
+    session.peer_attached = True
+    clock = Clock()
+    runner = LiveSession(session, OutputStage.for_session(session), Keeper(), clock=clock)
+    taken: list[object] = []
+    runner.intercept = lambda effect: taken.append(effect) or isinstance(effect, AskApproval)
+    runner.start()
+    runner.feed(b'{"type":"select_region","params":{"region":"global"}}')
+    while session.state != "waiting":
+        wake = runner.next_wakeup()
+        assert wake is not None
+        clock.now = max(clock.now, wake)
+        runner.tick()
+    waiting = session.snapshot()["vm"]
+    (ask,) = [effect for effect in taken if isinstance(effect, AskApproval)]
+    assert ask == AskApproval(waiting["authorize_url"], waiting["auth_timeout"])
+
+
+def test_control_frames_are_taken_out_of_the_input() -> None:
+    runner, keeper, _ = live("generate")
+    frames: list[bytes] = []
+    runner.control = lambda line: line.startswith(b'{"type":"control') and not frames.append(line)
+    runner.start()
+    runner.received(b'{"type":"control_request","request_id":"1"}\n' + GENERATE + b"\n")
+    assert frames == [b'{"type":"control_request","request_id":"1"}']
+    assert [e["vm"]["state"] for e in keeper.events] == ["select_action", "running"]
+    assert runner.session.violations == []
