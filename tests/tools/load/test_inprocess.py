@@ -1,54 +1,25 @@
-"""Tests for simulator.tools.load: many sessions in one loop or as real processes, measured.
+"""Tests for simulator.tools.load.inprocess: many sessions on one asyncio loop, measured.
 
 Every run here is real: sessions on an asyncio loop in real time (at a high speed
-factor), or real ``zread`` processes over pipes. What a load run counts is checked
-against the same sessions run in virtual time with the same reference client.
-Timing figures are only checked for sanity, never against a bound.
+factor). What a load run counts is checked against the same sessions run in virtual
+time with the same reference client. Timing figures are only checked for sanity,
+never against a bound.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from simulator.runners.virtual import start
-from simulator.tools.client import ReferenceClient
-from simulator.tools.load import Histogram, LoadConfig, main, run
+from simulator.scenario import load_scenario
+from simulator.tools.load import LoadConfig, main, run
+from simulator.tools.load.inprocess import InProcess
+
+from .helpers import assert_sane_lateness, load, virtual_transcript
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def load(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
-    path = tmp_path / "summary.json"
-    code = main(["--json", str(path), "--no-progress", *argv])
-    return code, json.loads(path.read_text())
-
-
-def virtual_transcript(scenario: str, seed: int, *args: str) -> tuple[int, int]:
-    """(events, bytes) of one session run in virtual time with the reference client."""
-    sim = start("generate", *args, scenario=scenario, seed=seed)
-    client = ReferenceClient()
-    seen = 0
-    while True:
-        while seen < len(sim.events):
-            answer = client.answer(sim.events[seen])
-            seen += 1
-            if answer is not None:
-                sim.send_line(answer[:-1])
-        if sim.done:
-            break
-        sim.wait_for(lambda _: True)
-    out = [line.data for line in sim.transcript if line.direction == "out"]
-    sim.close()
-    return len(out), sum(map(len, out))
-
-
-def assert_sane_lateness(lateness: dict[str, float]) -> None:
-    assert lateness["max"] >= lateness["p99"] >= lateness["p95"] >= lateness["p50"] >= 0
-    assert lateness["timer_events"] > 0
 
 
 def test_in_process_sessions_complete_with_a_consistent_summary(
@@ -178,14 +149,6 @@ def test_a_session_that_stalls_times_out(tmp_path: Path) -> None:
     assert [s["events"] for s in summary["per_session"]] == [1, 1]
 
 
-def test_progress_is_one_redrawn_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["generate", "--concurrency", "3", "--duration", "0.7", "--progress", "--", "-y"])
-    assert code == 0
-    err = capsys.readouterr().err
-    assert err.startswith("\r") and err.endswith("\n") and err.count("\n") == 1
-    assert "sessions done" in err and "events/s" in err
-
-
 def test_prebuilt_sessions_are_measured_before_the_clock_starts() -> None:
     config = LoadConfig(command="generate", args=["-y"], sessions=20, speed=0.02, prebuild=True)
     summary = run(config)
@@ -193,88 +156,6 @@ def test_prebuilt_sessions_are_measured_before_the_clock_starts() -> None:
     assert summary["prebuilt"]["sessions"] == 20
     assert summary["prebuilt"]["rss_per_session_kb"] >= 0
     assert [s["seed"] for s in summary["per_session"]] == list(range(20))
-
-
-def test_processes_write_valid_transcripts_and_report_their_rss(tmp_path: Path) -> None:
-    code, summary = load(
-        tmp_path,
-        "generate",
-        "--sessions",
-        "5",
-        "--mode",
-        "process",
-        "--speed",
-        "0.05",
-        "--seed",
-        "7",
-        "--",
-        "-y",
-    )
-    assert code == 0
-    assert summary["completed"] == 5 and summary["errors"] == 0
-    assert summary["lateness_ms"] is None
-    rss = summary["rss_per_process_mb"]
-    assert rss["sampled"] == 5 and rss["max"] >= rss["median"] >= rss["min"] > 0
-    for session in summary["per_session"]:
-        assert session["rss_kb"] > 0
-        expected = virtual_transcript("default", session["seed"], "-y")
-        assert (session["events"], session["bytes"]) == expected
-
-
-def test_a_crashing_process_is_reported(tmp_path: Path) -> None:
-    code, summary = load(
-        tmp_path, "generate", "--sessions", "2", "--mode", "process", "--scenario", "crash"
-    )
-    assert code == 1 and summary["errors"] == 2
-    assert "incomplete last line" in summary["error_messages"][0]
-
-
-BAD = [
-    ([], "command"),
-    (["nope", "--sessions", "1"], "unknown command"),
-    (["generate"], "--sessions"),
-    (["generate", "--sessions", "0"], "integer >= 1"),
-    (["generate", "--sessions", "x"], "integer >= 1"),
-    (["generate", "--sessions", "2", "--speed", "-1"], "number >= 0"),
-    (["generate", "--sessions", "2", "--duration", "0"], "number > 0"),
-    (["generate", "--duration", "1"], "--concurrency"),
-    (["generate", "--sessions", "1", "--scenario", "no-such-scenario"], "no-such-scenario"),
-    (["generate", "--sessions", "1", "--plot", "out.gif"], ".svg or .png"),
-    (["generate", "--sessions", "1", "--json", "/no/such/dir/x.json"], "no such directory"),
-    (["generate", "--sessions", "1", "--mode", "thread"], "thread"),
-    (["generate", "--sessions", "1", "--", "--bogus"], "--bogus"),
-    (["generate", "--sessions", "1", "--progress", "--no-progress"], "not allowed"),
-]
-
-
-@pytest.mark.parametrize(("argv", "says"), BAD)
-def test_a_bad_argument_is_one_line_and_exit_2(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("zread-sim load: ") and captured.err.count("\n") == 1
-    assert says in captured.err
-    assert "Traceback" not in captured.err
-
-
-def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--help"]) == 0
-    assert "--concurrency" in capsys.readouterr().out
-
-
-def test_histogram_percentiles_are_upper_edges_capped_by_the_max() -> None:
-    hist = Histogram()
-    for ms in range(1, 101):
-        seconds = ms / 1000
-        hist.add_bucket(Histogram.bucket(seconds), seconds)
-    assert hist.total == 100
-    for q, exact in ((50, 50.0), (95, 95.0), (99, 99.0)):
-        assert exact <= hist.percentile_ms(q) <= exact * 1.021
-    assert hist.percentile_ms(100) == 100.0 == hist.max * 1000
-    assert Histogram().percentile_ms(99) == 0.0
-    assert Histogram.bucket(0.0) == 0 and Histogram.bucket(1e9) == Histogram.SIZE - 1
 
 
 def test_the_hub_reports_its_wake_ups() -> None:
@@ -308,3 +189,61 @@ def test_a_ramp_spreads_the_first_starts(tmp_path: Path) -> None:
     # Session i of the first three starts no earlier than i * 0.4 / 3 seconds.
     assert starts[1] >= 0.4 / 3 and starts[2] >= 2 * 0.4 / 3
     assert starts == sorted(starts)
+
+
+# -- what counts as a gate, and broken transports -----------------------------------------
+
+
+def test_only_a_gate_or_a_lone_quit_asks_the_client() -> None:
+    runner = InProcess(LoadConfig(command="generate"), load_scenario("default"), None)
+    assert runner.needs_answer(("select_action", "quit"))
+    assert runner.needs_answer(("retry",))
+    assert runner.needs_answer(("quit",))  # browse's serving: the client ends it
+    assert not runner.needs_answer(("quit", "cancel"))  # running: nothing to answer
+    assert not runner.needs_answer(())
+
+
+def test_a_session_is_plain_unless_its_scenario_has_transport_faults() -> None:
+    plain = InProcess(LoadConfig(command="generate"), load_scenario("default"), None)
+    noisy = InProcess(LoadConfig(command="generate"), load_scenario("noisy"), None)
+    assert plain.plain and not noisy.plain
+
+
+def test_split_writes_are_joined_into_the_lines_virtual_time_writes(tmp_path: Path) -> None:
+    scenario = tmp_path / "split.toml"
+    scenario.write_text('[[faults]]\nkind = "split"\npieces = 3\npause = 0.0\n')
+    config = LoadConfig(
+        command="generate", args=["-y"], sessions=3, speed=0.02, scenario=str(scenario)
+    )
+    summary = run(config)
+    assert summary["completed"] == 3 and summary["errors"] == 0
+    for session in summary["per_session"]:
+        expected = virtual_transcript(str(scenario), session["seed"], "-y")
+        assert (session["events"], session["bytes"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        ('kind = "close_stdout"\nafter_event = 1', "stdout closed before done:true"),
+        ('kind = "exit"\nafter_event = 1\ncode = 0', "ended without done:true"),
+        ('kind = "truncate"\nafter_event = 1\nat_byte = 10', 'not a JSON line: b\'{"vm":{"st\''),
+        (
+            'kind = "diagnostic"\nafter_event = 1\ntext = "zread: hello"',
+            "not a JSON line: b'zread: hello'",
+        ),
+    ],
+    ids=["close_stdout", "exit-0", "truncate", "diagnostic"],
+)
+def test_a_broken_transport_is_an_error_naming_what_broke(
+    tmp_path: Path, fault: str, says: str
+) -> None:
+    scenario = tmp_path / "broken.toml"
+    scenario.write_text(f"[[faults]]\n{fault}\n")
+    config = LoadConfig(
+        command="generate", args=["-y"], sessions=2, speed=0.02, scenario=str(scenario)
+    )
+    summary = run(config)
+    assert summary["errors"] == 2 and summary["completed"] == 0
+    assert all(s["outcome"] == "error" for s in summary["per_session"])
+    assert sorted(summary["error_messages"]) == [f"session {i}: {says}" for i in (0, 1)]

@@ -1,0 +1,153 @@
+"""Tests for simulator.launch: zread's own flags, and sessions built as the process
+would start them (flags, scenario by name, path or value, seed, speed, a home).
+
+Every session here is a real sans-I/O session, run to its end in virtual time where
+the test needs a whole transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.core.driver import Flags
+from simulator.core.effects import SaveConfig
+from simulator.core.session import Session
+from simulator.hosts.home import Home
+from simulator.launch import add_zread_flags, build_session, flags_of, parse_flags
+from simulator.scenario import load_scenario
+from statecharts import COMMANDS
+
+
+def first_event(session: Session) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(session.start()[0])
+    return event
+
+
+def language_of(event: dict[str, Any]) -> str:
+    """The initial value of config's language field."""
+    field = next(f for f in event["vm"]["fields"] if f["json_key"] == "language")
+    return str(field["initial"])
+
+
+def run_to_the_end(session: Session) -> list[bytes]:
+    """Every line of a session that needs no answer, its timers fired in order."""
+    out = session.start()
+    while not session.done:
+        deadline = session.next_deadline()
+        assert deadline is not None, "the session waits for a client"
+        out += session.advance(deadline)
+    return out
+
+
+# -- the flags ----------------------------------------------------------------------------
+
+
+def options_of(command: str) -> set[str]:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_zread_flags(parser, command)
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_command_takes_its_own_flags_and_stdio(command: str) -> None:
+    own = {
+        "generate": {"-y", "--yes", "--draft-action", "--skip-failed"},
+        "login": {"--custom"},
+    }
+    assert options_of(command) == {"--stdio", *own.get(command, set())}
+
+
+def test_parsed_flags_become_flags() -> None:
+    assert parse_flags("generate", []) == Flags()
+    assert parse_flags("generate", ["--stdio", "-y", "--skip-failed"]) == Flags(
+        yes=True, skip_failed=True
+    )
+    assert parse_flags("generate", ["--yes", "--draft-action", "clear"]) == Flags(
+        yes=True, draft_action="clear"
+    )
+    assert parse_flags("login", ["--custom"]) == Flags(custom=True)
+    assert parse_flags("version", ["--stdio"]) == Flags()
+
+
+def test_absent_flags_keep_their_defaults() -> None:
+    assert flags_of(argparse.Namespace()) == Flags()
+    assert flags_of(argparse.Namespace(yes=True, unrelated=1)) == Flags(yes=True)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "says"),
+    [
+        ("nope", [], "unknown command 'nope' (one of browse, generate, config, login"),
+        ("generate", ["--custom"], "zread generate: unrecognized arguments: --custom"),
+        ("login", ["-y"], "zread login: unrecognized arguments: -y"),
+        ("generate", ["--scenario", "empty"], "unrecognized arguments: --scenario empty"),
+        ("generate", ["--draft-action", "keep"], "invalid choice: 'keep'"),
+        ("generate", ["--draft-action"], "expected one argument"),
+    ],
+)
+def test_a_bad_flag_is_a_value_error_naming_it(command: str, args: list[str], says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        parse_flags(command, args)
+
+
+# -- building a session -------------------------------------------------------------------
+
+
+def test_a_session_runs_the_chart_of_its_command() -> None:
+    event = first_event(build_session("version"))
+    assert event["done"] is True and event["vm"]["version"]
+    assert build_session("browse").chart is build_session("browse").chart  # shared, compiled once
+
+
+def test_flags_as_strings_or_parsed_change_the_flow() -> None:
+    asks = first_event(build_session("generate"))
+    assert asks["vm"]["state"] == "select_action" and "select_action" in asks["waiting_for"]
+    for args in (["-y"], Flags(yes=True)):
+        skips = first_event(build_session("generate", args))
+        assert skips["vm"]["state"] == "running" and "select_action" not in skips["waiting_for"]
+
+
+def test_a_bad_flag_builds_no_session() -> None:
+    with pytest.raises(ValueError, match="--bogus"):
+        build_session("generate", ["--bogus"])
+
+
+def test_the_scenario_by_name_by_path_or_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "empty.toml"
+    path.write_text('extends = "empty"\n')
+    for scenario in ("empty", str(path), load_scenario("empty")):
+        event = first_event(build_session("browse", scenario=scenario))
+        assert event["vm"]["state"] == "no_wiki" and event["done"] is True
+    assert first_event(build_session("browse"))["vm"]["state"] == "loading"  # the default
+
+
+def test_the_seed_chooses_the_run_and_reproduces_it() -> None:
+    runs = [run_to_the_end(build_session("generate", ["-y"], seed=s, speed=0)) for s in (0, 0, 1)]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_the_speed_scales_every_delay() -> None:
+    instant = build_session("generate", ["-y"], speed=0)
+    instant.start()
+    assert instant.next_deadline() == 0.0
+    normal, slow = build_session("generate", ["-y"]), build_session("generate", ["-y"], speed=2)
+    normal.start()
+    slow.start()
+    first, later = normal.next_deadline(), slow.next_deadline()
+    assert first is not None and later is not None
+    assert later == pytest.approx(2 * first)
+
+
+def test_a_home_lays_its_world_over_the_scenario(tmp_path: Path) -> None:
+    with Home(tmp_path / "home") as home:
+        home.apply(SaveConfig({"language": "fr"}))
+        kept = first_event(build_session("config", home=home))
+    plain = first_event(build_session("config"))
+    assert language_of(kept) == "fr" and language_of(plain) == "en"
