@@ -6,10 +6,10 @@ by ``{"wiki_id": ...}`` or ``{"current": true}``. One version, or a picked one:
 ``loading`` while the server starts, then ``serving`` (vm.url) or ``error``
 (terminal). ``quit`` stops the server.
 
-The chart stays sans-I/O: it asks for a :class:`~simulator.effects.StartServer` with a
+The chart stays sans-I/O: it asks for a :class:`~simulator.core.effects.StartServer` with a
 :class:`WikiSite` (the catalog and page bodies drawn from the seed, the ones generate
 draws), and leaves ``loading`` when both the ``server_start`` delay has run out and the
-runner has answered with :class:`~simulator.effects.ServerStarted`, whichever comes
+runner has answered with :class:`~simulator.core.effects.ServerStarted`, whichever comes
 last. A scenario failure at point ``server`` ends in ``error`` without starting one.
 """
 
@@ -24,7 +24,7 @@ from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.scenario import wiki
 
-__all__ = ["BrowseVM", "Model", "SelectVersionParams", "VersionEntry", "WikiSite"]
+__all__ = ["BrowseModel", "BrowseVM", "SelectVersionParams", "VersionEntry", "WikiSite"]
 
 DEFAULT_SERVER_ERROR = "start server: listen tcp 127.0.0.1:0: bind: address already in use"
 """vm.error when a scenario's ``server`` failure gives no text of its own."""
@@ -70,7 +70,7 @@ class WikiSite:
         return wiki.page_body(self.seed, self.project, page, self.version_index)
 
 
-class Model(Driver):
+class BrowseModel(Driver):
     vm_type = BrowseVM
     vm: BrowseVM
     _versions: tuple[wiki.Version, ...] | None = None
@@ -182,6 +182,8 @@ class Model(Driver):
 
 CHART = {
     "name": "browse",
+    "model": "BrowseModel",
+    "delays": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},
@@ -235,6 +237,7 @@ CHART = {
             "trigger": "_loaded",
             "source": "loading",
             "dest": "serving",
+            "prepare": "delay_elapsed",
             "conditions": "server_ready",
         },
     ],

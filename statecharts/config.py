@@ -17,7 +17,7 @@ import msgspec
 from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import SaveConfig
 
-__all__ = ["FIELDS", "ConfigVM", "Field", "Model", "UpdateFields"]
+__all__ = ["FIELDS", "ConfigModel", "ConfigVM", "Field", "UpdateFields"]
 
 FIELDS: tuple[tuple[str, str], ...] = (
     ("config.language", "language"),
@@ -64,7 +64,7 @@ def _check_value(key: str, value: str) -> None:
         raise InvalidParams(f"{key} must be an integer {low}-{high}, got {value!r}")
 
 
-class Model(Driver):
+class ConfigModel(Driver):
     vm_type = ConfigVM
     vm: ConfigVM
 
@@ -113,6 +113,8 @@ class Model(Driver):
 
 CHART = {
     "name": "config",
+    "model": "ConfigModel",
+    "delays": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},

@@ -20,16 +20,16 @@ Owns: the generate vm and its flow.
 ``error`` state.
 
 What a run leaves behind is an effect (a home persists it): a run that ends in
-``done`` after its pages ran is a :class:`~simulator.effects.WikiGenerated`; a
+``done`` after its pages ran is a :class:`~simulator.core.effects.WikiGenerated`; a
 ``cancel`` while running, or a ``quit`` while running or at a gate, is a
-:class:`~simulator.effects.DraftLeft` with the pages done so far.
+:class:`~simulator.core.effects.DraftLeft` with the pages done so far.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -41,12 +41,14 @@ __all__ = [
     "ACTIONS",
     "TOOLS",
     "Catalog",
+    "CatalogStatus",
+    "GenerateModel",
     "GenerateVM",
-    "Model",
     "Pages",
     "SelectAction",
     "Task",
     "TaskList",
+    "TaskState",
 ]
 
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -69,6 +71,13 @@ TOOLS: tuple[str, ...] = (
 """The tools the simulated agent calls, in order, during one catalog attempt."""
 
 
+TaskState = Literal["pending", "running", "retry_pending", "done", "failed", "resumed"]
+"""What ``vm.pages.tasks[].state`` may say."""
+
+CatalogStatus = Literal["idle", "running", "done", "resumed", "error"]
+"""What ``vm.catalog.status`` may say."""
+
+
 class SelectAction(msgspec.Struct):
     scenario: str = ""
     wiki_date: str | msgspec.UnsetType = msgspec.UNSET
@@ -78,7 +87,7 @@ class SelectAction(msgspec.Struct):
 
 
 class Catalog(msgspec.Struct):
-    status: str = "idle"
+    status: CatalogStatus = "idle"
     tool_name: str = ""
     error: str = ""
     auto_retry: int = 0
@@ -88,7 +97,7 @@ class Task(msgspec.Struct, gc=False):  # ints and strings only: no cycles to col
     id: int
     title: str
     slug: str
-    state: str = "pending"
+    state: TaskState = "pending"
     retry_count: int = 0
     max_retries: int = 0
     error: str = ""
@@ -169,7 +178,7 @@ class RetryParams(msgspec.Struct):
     task_id: int
 
 
-class Model(Driver):
+class GenerateModel(Driver):
     vm_type = GenerateVM
     vm: GenerateVM
 
@@ -185,6 +194,7 @@ class Model(Driver):
         self.catalog_round_failures = 0
         self.catalog_attempts = 0
         self.repository_checked = False
+        self.repository_error = ""  # set when the repository check failed: the run ends
         self.attempts = [0] * (len(self.pages) + 1)  # by task id; a list is ~5x smaller
         # Page accounting kept incrementally, so an event costs O(1) in the page count:
         self.waiting: list[int] = []  # heap of task ids that want a slot, lowest first
@@ -209,10 +219,10 @@ class Model(Driver):
         return self.vm.select_action.scenario == "has_draft"
 
     def logged_in(self, _: Any) -> bool:
-        if self.rt.scenario.world.account.logged_in:
-            return True
+        return self.rt.scenario.world.account.logged_in
+
+    def show_not_logged_in(self, _: Any) -> None:
         self.vm.error = "not logged in: run zread login first"
-        return False
 
     def draft_cancelled(self, _: Any) -> bool:
         return self._has_draft() and self.rt.flags.draft_action == "cancel"
@@ -251,6 +261,14 @@ class Model(Driver):
         self.catalog_round_failures = 0
 
     def step_catalog(self, _: Any) -> None:
+        """One catalog step; the first one checks the repository, and a broken one ends
+        the run before the catalog goes on."""
+        if not self.repository_checked:
+            self.repository_checked = True
+            failure = self.rt.failure("repository")
+            if failure is not None:
+                self.repository_error = failure.error or "open repository: not a git repository"
+                return
         catalog = self.vm.catalog
         self.catalog_step += 1
         if self.catalog_step <= len(TOOLS):
@@ -358,13 +376,10 @@ class Model(Driver):
     # -- the end -----------------------------------------------------------------------
 
     def repository_broken(self, _: Any) -> bool:
-        if self.repository_checked:
-            return False
-        self.repository_checked = True
-        failure = self.rt.failure("repository")
-        if failure is not None:
-            self.vm.error = failure.error or "open repository: not a git repository"
-        return failure is not None
+        return bool(self.repository_error)
+
+    def show_repository_error(self, _: Any) -> None:
+        self.vm.error = self.repository_error
 
     def finish(self, _: Any) -> None:
         self.vm.pages.waiting_retry = False
@@ -396,13 +411,27 @@ _PAGE_END = [
         "prepare": "finish_page",
         "unless": "all_done",
     },
-    {"trigger": "_page_done", "source": "pages", "dest": "retry_gate", "conditions": "gate_needed"},
-    {"trigger": "_page_done", "source": "pages", "dest": "done", "before": "record_wiki"},
+    {
+        "trigger": "_page_done",
+        "source": "pages",
+        "dest": "retry_gate",
+        "prepare": "finish_page",
+        "conditions": "gate_needed",
+    },
+    {
+        "trigger": "_page_done",
+        "source": "pages",
+        "dest": "done",
+        "prepare": "finish_page",
+        "before": "record_wiki",
+    },
     {"trigger": "_retry_due", "source": "pages", "dest": None, "after": "retry_due"},
 ]
 
 CHART = {
     "name": "generate",
+    "model": "GenerateModel",
+    "delays": ["page", "page_retry"],
     "initial": "starting",
     "states": [
         {"name": "starting"},
@@ -431,7 +460,13 @@ CHART = {
         {"name": "error", "terminal": True},
     ],
     "transitions": [
-        {"trigger": "_start", "source": "starting", "dest": "error", "unless": "logged_in"},
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "error",
+            "unless": "logged_in",
+            "before": "show_not_logged_in",
+        },
         {
             "trigger": "_start",
             "source": "starting",
@@ -477,7 +512,9 @@ CHART = {
             "trigger": "_catalog_step",
             "source": "catalog",
             "dest": "error",
+            "prepare": "step_catalog",
             "conditions": "repository_broken",
+            "before": "show_repository_error",
         },
         {
             "trigger": "_catalog_step",
@@ -490,9 +527,10 @@ CHART = {
             "trigger": "_catalog_step",
             "source": "catalog",
             "dest": "pages",
+            "prepare": "step_catalog",
             "conditions": "catalog_ready",
         },
-        {"trigger": "_catalog_step", "source": "catalog", "dest": None},
+        {"trigger": "_catalog_step", "source": "catalog", "dest": None, "prepare": "step_catalog"},
         {"trigger": "retry_catalog", "source": "catalog_error", "dest": "catalog"},
         *_PAGE_END,
         {

@@ -7,7 +7,7 @@ approves in the browser after the ``authorize`` delay unless a scenario's
 ``authorization`` failure withholds it (``timeout = true``: auth_timeout runs out) or
 denies it (its ``error``). With ``[world.login] approver = "control"`` and a control
 peer attached, the peer approves instead: the driver asks for an
-:class:`~simulator.effects.AskApproval` and the runner delivers ``_answered``.
+:class:`~simulator.core.effects.AskApproval` and the runner delivers ``_answered``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import msgspec
 from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import AskApproval, CancelApproval, SaveLogin
 
-__all__ = ["OWN_KEY", "LoginVM", "Model", "ModelParams", "RegionParams"]
+__all__ = ["OWN_KEY", "LoginModel", "LoginVM", "ModelParams", "RegionParams"]
 
 OWN_KEY = "__use_own_key__"
 """The region that means "I bring my own LLM key": hand over to the config editor."""
@@ -46,12 +46,14 @@ class ModelParams(msgspec.Struct):
     model: str
 
 
-class Model(Driver):
+class LoginModel(Driver):
     vm_type = LoginVM
     vm: LoginVM
     region = ""
     withheld = False
     asked_peer = False
+    step_error = ""
+    """Why the step that just ended failed (the vm.error to show), or ``""``."""
 
     def custom_requested(self, _: Any) -> bool:
         return self.rt.flags.custom
@@ -72,11 +74,16 @@ class Model(Driver):
     def choose_region(self, event: Any) -> None:
         self.region = event.kwargs["params"].region
 
-    def init_failed(self, _: Any) -> bool:
+    def start_flow(self, _: Any) -> None:
         failure = self.rt.failure("init_flow")
         if failure is not None:
-            self.vm.error = failure.error or "start login flow: service unavailable"
-        return failure is not None
+            self.step_error = failure.error or "start login flow: service unavailable"
+
+    def step_failed(self, _: Any) -> bool:
+        return bool(self.step_error)
+
+    def show_failure(self, _: Any) -> None:
+        self.vm.error = self.step_error
 
     def open_browser(self, _: Any) -> None:
         login = self.rt.scenario.world.login
@@ -110,10 +117,10 @@ class Model(Driver):
         self.stop_waiting(None)
 
     def peer_approved(self, event: Any) -> bool:
-        if event.kwargs["approve"]:
-            return True
+        return bool(event.kwargs["approve"])
+
+    def peer_denied(self, event: Any) -> None:
         self.vm.error = event.kwargs["reason"] or "authorization denied"
-        return False
 
     def decide_authorization(self, _: Any) -> None:
         if self.asked_peer:  # the control peer decides, not the simulated user
@@ -122,10 +129,7 @@ class Model(Driver):
         failure = self.rt.failure("authorization")
         self.withheld = failure is not None
         if failure is not None and not failure.timeout:
-            self.vm.error = failure.error or "authorization denied"
-
-    def authorization_denied(self, _: Any) -> bool:
-        return bool(self.vm.error)
+            self.step_error = failure.error or "authorization denied"
 
     def authorization_withheld(self, _: Any) -> bool:
         return self.withheld
@@ -147,11 +151,10 @@ class Model(Driver):
         self.vm.selected_model = event.kwargs["params"].model
         self.vm.avail_models = msgspec.UNSET
 
-    def save_failed(self, _: Any) -> bool:
+    def save_credentials(self, _: Any) -> None:
         failure = self.rt.failure("save")
         if failure is not None:
-            self.vm.error = failure.error or "save credentials: permission denied"
-        return failure is not None
+            self.step_error = failure.error or "save credentials: permission denied"
 
     def finish(self, _: Any) -> None:
         username = self.rt.scenario.world.account.username
@@ -167,6 +170,8 @@ class Model(Driver):
 
 CHART = {
     "name": "login",
+    "model": "LoginModel",
+    "delays": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},
@@ -221,21 +226,30 @@ CHART = {
             "trigger": "_flow_ready",
             "source": "init_flow",
             "dest": "error",
-            "conditions": "init_failed",
+            "prepare": "start_flow",
+            "conditions": "step_failed",
+            "before": "show_failure",
         },
-        {"trigger": "_flow_ready", "source": "init_flow", "dest": "open_browser"},
+        {
+            "trigger": "_flow_ready",
+            "source": "init_flow",
+            "dest": "open_browser",
+            "prepare": "start_flow",
+        },
         {"trigger": "_browser_opened", "source": "open_browser", "dest": "waiting"},
         {
             "trigger": "_authorized",
             "source": "waiting",
             "dest": "error",
             "prepare": "decide_authorization",
-            "conditions": "authorization_denied",
+            "conditions": "step_failed",
+            "before": "show_failure",
         },
         {
             "trigger": "_authorized",
             "source": "waiting",
             "dest": "select_model",
+            "prepare": "decide_authorization",
             "unless": "authorization_withheld",
         },
         {"trigger": "_expired", "source": "waiting", "dest": "error", "before": "timed_out"},
@@ -245,15 +259,22 @@ CHART = {
             "dest": "select_model",
             "conditions": "peer_approved",
         },
-        {"trigger": "_answered", "source": "waiting", "dest": "error"},
+        {"trigger": "_answered", "source": "waiting", "dest": "error", "before": "peer_denied"},
         {
             "trigger": "select_model",
             "source": "select_model",
             "dest": "saving",
             "before": "choose_model",
         },
-        {"trigger": "_saved", "source": "saving", "dest": "error", "conditions": "save_failed"},
-        {"trigger": "_saved", "source": "saving", "dest": "done"},
+        {
+            "trigger": "_saved",
+            "source": "saving",
+            "dest": "error",
+            "prepare": "save_credentials",
+            "conditions": "step_failed",
+            "before": "show_failure",
+        },
+        {"trigger": "_saved", "source": "saving", "dest": "done", "prepare": "save_credentials"},
     ],
     "commands": {
         "select_region": {"params": "RegionParams", "check": "check_region"},

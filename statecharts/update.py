@@ -17,7 +17,7 @@ from simulator.core.driver import Driver
 from simulator.core.envelope import go_float
 from statecharts.version import go_arch, go_os
 
-__all__ = ["Model", "UpdateVM"]
+__all__ = ["UpdateModel", "UpdateVM"]
 
 
 class UpdateVM(msgspec.Struct):
@@ -32,7 +32,7 @@ class UpdateVM(msgspec.Struct):
     error: str = ""
 
 
-class Model(Driver):
+class UpdateModel(Driver):
     vm_type = UpdateVM
     vm: UpdateVM
     _step = 0
@@ -101,6 +101,8 @@ class Model(Driver):
 
 CHART = {
     "name": "update",
+    "model": "UpdateModel",
+    "delays": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},
@@ -129,6 +131,7 @@ CHART = {
             "trigger": "_checked",
             "source": "checking",
             "dest": "package_manager",
+            "prepare": "check_release",
             "conditions": "managed",
             "before": "show_package_manager",
         },
@@ -136,12 +139,14 @@ CHART = {
             "trigger": "_checked",
             "source": "checking",
             "dest": "up_to_date",
+            "prepare": "check_release",
             "conditions": "is_latest",
         },
         {
             "trigger": "_checked",
             "source": "checking",
             "dest": "has_update",
+            "prepare": "check_release",
             "before": "offer_update",
         },
         {
@@ -161,9 +166,10 @@ CHART = {
             "trigger": "_step",
             "source": "downloading",
             "dest": "confirm_restart",
+            "prepare": "step_download",
             "conditions": "download_complete",
         },
-        {"trigger": "_step", "source": "downloading", "dest": None},
+        {"trigger": "_step", "source": "downloading", "dest": None, "prepare": "step_download"},
         {"trigger": "restart", "source": "confirm_restart", "dest": "done"},
         {"trigger": "skip_restart", "source": "confirm_restart", "dest": "done"},
     ],

@@ -36,7 +36,7 @@ class VersionVM(msgspec.Struct):
     arch: str = ""
 
 
-class Model(Driver):
+class VersionModel(Driver):
     vm_type = VersionVM
     vm: VersionVM
 
@@ -51,6 +51,8 @@ class Model(Driver):
 
 CHART = {
     "name": "version",
+    "model": "VersionModel",
+    "delays": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},

@@ -1,13 +1,17 @@
 """Turns a chart declared as data into one shared ``transitions`` machine.
 
 Owns: the schema of a chart (``statecharts/<command>.py`` exports ``CHART``, a dict of
-plain lists and dicts, and ``Model``, the :class:`~simulator.driver.Driver` subclass
-whose methods the chart names), its validation, and :class:`Chart`, the compiled form
-a session runs.
+plain lists and dicts, and the :class:`~simulator.core.driver.Driver` subclass whose methods
+the chart names), its validation, and :class:`Chart`, the compiled form a session runs.
 
 A chart dict has:
 
 - ``name``: the zread command; ``initial``: the state a session starts in.
+- ``model``: the name of the chart's Driver subclass in its module (``"GenerateModel"``).
+- ``delays``: every delay of the scenario's ``[timing]`` the model schedules by name
+  (``self.rt.schedule("_x", "page")``), each once. The delays a session needs are
+  these and its states' timer delays: a scenario without one of them is refused
+  before the session starts, not when the delay is first drawn.
 - ``states``: a list of ``{"name", "waiting_for": [...], "vm_state", "terminal",
   "timers": [{"after": <delay name>, "trigger": "_x", "repeat": bool}], "on_enter",
   "on_exit"}``. A state's timers are armed when it is entered and dropped when it is
@@ -20,7 +24,12 @@ A chart dict has:
 - ``transitions``: ``{"trigger", "source", "dest", "conditions", "unless", "prepare",
   "before", "after"}`` as ``transitions`` takes them; ``dest: None`` is internal.
   Triggers starting with ``_`` are internal (timers, start-up) and never accepted
-  from a client.
+  from a client. The candidates of one trigger from one source are tried in order,
+  the first whose conditions hold wins. Conditions only test: the work is done in
+  ``prepare``, ``before``, ``after`` and the states' callbacks. ``prepare`` is the work
+  a trigger does in its source before any candidate is chosen, so every candidate of
+  the trigger from that source names the same one (or none); it runs once per firing,
+  before the first candidate's conditions, and no candidate depends on the order.
 - ``commands``: ``{type: {"params": <Struct name in the module>, "check": <method>}}``
   for every command a client may send.
 
@@ -28,8 +37,9 @@ A chart may declare an internal ``_start`` trigger: the session fires it once be
 the first event, so a chart can choose its first state from flags and the world.
 
 Every name is resolved here, once, when the chart is compiled; a chart that names a
-missing state, callback or params type, or whose gates disagree with its
-transitions, fails to compile with a message saying which.
+missing state, model, callback or params type, a delay it cannot schedule, or whose
+gates or prepares disagree with its transitions, fails to compile with a message
+saying which.
 
 Sessions are models the shared machine does not list: ``Event.trigger(model)`` needs
 only the model's ``state`` attribute, while ``Machine.add_model`` scans a list
@@ -119,10 +129,11 @@ def _require(ok: bool, chart: str, message: str) -> None:
 
 
 def compile_chart(module: types.ModuleType) -> Chart:
-    """Validate ``module.CHART`` against ``module.Model`` and build its machine."""
+    """Validate ``module.CHART`` against the model class it names and build its machine."""
     data: dict[str, Any] = module.CHART
-    model: type[Driver] = module.Model
     name = data["name"]
+    model = _resolve_model(name, data.get("model"), module)
+    declared = _compile_delays(name, data.get("delays", ()))
     states = _compile_states(name, data["states"])
     _check_state_callbacks(name, data["states"], model)
     _require(data["initial"] in states, name, f"initial state {data['initial']!r} is not declared")
@@ -133,13 +144,13 @@ def compile_chart(module: types.ModuleType) -> Chart:
     machine = Machine(
         model=None,
         states=[_machine_state(spec) for spec in data["states"]],
-        transitions=transitions,
+        transitions=_prepare_once(name, transitions),
         initial=data["initial"],
         send_event=True,
         auto_transitions=False,
         ignore_invalid_triggers=True,
     )
-    delays = frozenset(
+    delays = declared | frozenset(
         t.after for s in states.values() for t in s.timers if not t.after.startswith(WORLD_DELAY)
     )
     vm_fields = getattr(model.vm_type, "__struct_fields__", ())
@@ -154,6 +165,60 @@ def compile_chart(module: types.ModuleType) -> Chart:
         has_start=any(t["trigger"] == "_start" for t in transitions),
         shows_state="state" in vm_fields,
     )
+
+
+def _resolve_model(chart: str, name: Any, module: types.ModuleType) -> type[Driver]:
+    model = getattr(module, name, None) if isinstance(name, str) else None
+    if not (isinstance(model, type) and issubclass(model, Driver)):
+        raise ChartError(f"chart {chart}: model {name!r} is not a Driver subclass in its module")
+    return model
+
+
+def _compile_delays(chart: str, raw: Any) -> frozenset[str]:
+    _require(isinstance(raw, list | tuple), chart, f"delays must be a list of names, not {raw!r}")
+    seen: set[str] = set()
+    for delay in raw:
+        _require(isinstance(delay, str) and delay != "", chart, f"delay {delay!r} is not a name")
+        _require(
+            not delay.startswith(WORLD_DELAY),
+            chart,
+            f"delay {delay!r} is a world duration, not a [timing] delay",
+        )
+        _require(delay not in seen, chart, f"delay {delay!r} is declared twice")
+        seen.add(delay)
+    return frozenset(seen)
+
+
+def _prepare_once(chart: str, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transitions as the machine takes them, one source each, with each trigger's
+    ``prepare`` on the first candidate from each source only.
+
+    ``transitions`` runs a candidate's prepare before its conditions, candidate after
+    candidate; the chart's prepare is the trigger's, run once per firing. The first
+    candidate is always tried first, so its prepare runs before every condition.
+    """
+    prepares: dict[tuple[str, str], list[str]] = {}
+    out: list[dict[str, Any]] = []
+    for t in transitions:
+        prepare = _names(t.get("prepare"))
+        for source in _names(t["source"]):
+            key = (t["trigger"], source)
+            first = key not in prepares
+            expected = prepares.setdefault(key, prepare)
+            _require(
+                prepare == expected,
+                chart,
+                f"transitions {t['trigger']!r} from {source!r} name different prepares "
+                f"({', '.join(expected) or 'none'} and {', '.join(prepare) or 'none'}): "
+                "a prepare runs once, before any candidate's conditions, so every "
+                "candidate names the same",
+            )
+            one = {**t, "source": source}
+            one.pop("prepare", None)
+            if first and prepare:
+                one["prepare"] = prepare
+            out.append(one)
+    return out
 
 
 def _machine_state(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
+import json
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from simulator.core.chart import ChartError, compile_chart
-from simulator.core.driver import Driver
-from statecharts import load_chart
+from simulator.core.chart import Chart, ChartError, compile_chart
+from simulator.core.driver import Driver, Flags
+from simulator.core.effects import AskApproval, ServerStarted, StartServer
+from simulator.core.session import Outcome, Session
+from simulator.scenario import Scenario, builtin_names, load_scenario
+from simulator.scenario.failures import POINTS, Failure
+from simulator.tools.client import ReferenceClient
+from statecharts import COMMANDS, load_chart
 
 
 class ToyVM(msgspec.Struct):
@@ -49,6 +57,7 @@ class ToyModel(Driver):
 def toy_chart() -> dict[str, Any]:
     return {
         "name": "toy",
+        "model": "ToyModel",
         "initial": "idle",
         "states": [
             {"name": "idle", "waiting_for": ["go", "quit"]},
@@ -83,10 +92,11 @@ def toy_module(
 ) -> types.ModuleType:
     module = types.ModuleType("toy_chart")
     chart = toy_chart()
+    chart["model"] = model.__name__
     if edit is not None:
         edit(chart)
     module.CHART = chart  # type: ignore[attr-defined]
-    module.Model = model  # type: ignore[attr-defined]
+    setattr(module, model.__name__, model)
     module.GoParams = GoParams  # type: ignore[attr-defined]
     module.NOT_A_TYPE = 3  # type: ignore[attr-defined]
     return module
@@ -189,6 +199,72 @@ def test_compiling_does_not_modify_the_chart_data() -> None:
     before = copy.deepcopy(module.CHART)
     compile_chart(module)
     assert before == module.CHART
+
+
+def test_a_chart_that_names_no_model_is_refused() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        del c["model"]
+
+    module = toy_module(edit)
+    module.Model = ToyModel  # type: ignore[attr-defined]
+    with pytest.raises(ChartError, match="model None is not a Driver subclass"):
+        compile_chart(module)
+
+
+def test_declared_delays_are_delays_the_session_needs() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["delays"] = ["nap", "tick"]  # a timer's delay may be scheduled by name too
+
+    assert compile_chart(toy_module(edit)).delays == frozenset({"nap", "tick"})
+
+
+class CountingModel(ToyModel):
+    prepared = 0
+
+    def work(self, _: Any) -> None:
+        self.prepared += 1
+
+    def never(self, _: Any) -> bool:
+        return False
+
+    def prepared_once(self, _: Any) -> bool:
+        return self.prepared == 1
+
+
+def poke(c: dict[str, Any]) -> None:
+    """``_poke`` with two candidates from each of idle and running, one from both."""
+    c["transitions"] += [
+        {
+            "trigger": "_poke",
+            "source": ["idle", "running"],
+            "dest": None,
+            "prepare": "work",
+            "conditions": "never",
+        },
+        {
+            "trigger": "_poke",
+            "source": "running",
+            "dest": None,
+            "prepare": "work",
+            "conditions": "prepared_once",
+            "after": "ticked",
+        },
+        {"trigger": "_poke", "source": "idle", "dest": None, "prepare": "work", "after": "ticked"},
+    ]
+
+
+@pytest.mark.parametrize("source", ["idle", "running"])
+def test_a_prepare_runs_once_per_firing_before_every_candidate(source: str) -> None:
+    chart = compile_chart(toy_module(poke, CountingModel))
+    model = CountingModel(_Runtime())  # type: ignore[arg-type]
+    model.state = source
+    assert chart.fire(model, "_poke") is True
+    assert model.prepared == 1
+    assert model.vm.log == ["tick"]
+    # Fired again, from running no candidate holds (prepared_once): the work is done all
+    # the same, once.
+    assert chart.fire(model, "_poke") is (source == "idle")
+    assert model.prepared == 2
 
 
 # -- refusals -----------------------------------------------------------------------
@@ -392,6 +468,54 @@ def test_state_declared_twice() -> None:
     assert "twice" in refused(edit)
 
 
+@pytest.mark.parametrize("name", ["Missing", "GoParams", "NOT_A_TYPE", 3])
+def test_model_that_is_not_a_driver_of_the_module(name: object) -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["model"] = name
+
+    text = refused(edit)
+    assert f"model {name!r}" in text
+    assert "not a Driver subclass" in text
+
+
+@pytest.mark.parametrize(
+    ("delays", "reason"),
+    [
+        ("page", "must be a list"),
+        ({"page": 1.0}, "must be a list"),
+        ([3], "delay 3 is not a name"),
+        ([""], "delay '' is not a name"),
+        (["page", "page"], "delay 'page' is declared twice"),
+        (["world.login.auth_timeout"], "is a world duration"),
+    ],
+)
+def test_delays_that_cannot_be_scheduled(delays: object, reason: str) -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["delays"] = delays
+
+    assert reason in refused(edit)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: c["transitions"][-2].pop("prepare"),  # running: a candidate without it
+        lambda c: c["transitions"][-1].update(prepare="ticked"),  # idle: another one
+        lambda c: c["transitions"][-3].update(prepare=["work", "ticked"]),  # both: a longer one
+    ],
+)
+def test_candidates_that_disagree_on_their_prepare(
+    change: Callable[[dict[str, Any]], None],
+) -> None:
+    def edit(c: dict[str, Any]) -> None:
+        poke(c)
+        change(c)
+
+    text = refused(edit, CountingModel)
+    assert "transitions '_poke' from" in text
+    assert "different prepares" in text
+
+
 # -- the real charts ----------------------------------------------------------------
 
 
@@ -454,3 +578,237 @@ def test_load_chart_is_shared_and_rejects_unknown_commands() -> None:
     assert load_chart("update") is load_chart("update")
     with pytest.raises(KeyError):
         load_chart("no-such-command")
+
+
+# -- the real charts: their models hide nothing from them ----------------------------
+
+STATECHARTS = Path(__file__).resolve().parents[2] / "statecharts"
+
+
+def chart_module(command: str) -> types.ModuleType:
+    return importlib.import_module(f"statecharts.{command}")
+
+
+def callbacks(data: dict[str, Any], *keys: str) -> set[str]:
+    """The methods the chart's transitions name under ``keys``."""
+    names: set[str] = set()
+    for t in data["transitions"]:
+        for key in keys:
+            value = t.get(key)
+            names.update([value] if isinstance(value, str) else value or ())
+    return names
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_real_charts_name_their_model_and_their_delays(command: str) -> None:
+    module = chart_module(command)
+    data = module.CHART
+    assert data["model"] == f"{command.capitalize()}Model"
+    assert load_chart(command).model is getattr(module, data["model"])
+    assert not hasattr(module, "Model")
+    assert isinstance(data["delays"], list)  # declared, even when there is none
+    assert load_chart(command).delays >= frozenset(data["delays"])
+
+
+def scheduled_delays(path: Path) -> list[tuple[int, object]]:
+    """(line, delay) of every ``.schedule(trigger, delay, ...)`` call in ``path``; a delay
+    that is not a literal is the source text of its expression."""
+    found: list[tuple[int, object]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "schedule"
+        ):
+            continue
+        args = node.args[1:2] or [k.value for k in node.keywords if k.arg == "delay"]
+        assert args, f"{path.name}:{node.lineno}: schedule() without a delay"
+        delay = args[0]
+        literal = isinstance(delay, ast.Constant)
+        found.append((node.lineno, delay.value if literal else f"<{ast.unparse(delay)}>"))
+    return found
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_models_schedule_only_the_delays_their_chart_declares(command: str) -> None:
+    # Every named delay a model asks for is a literal its chart declares, so the
+    # session refuses a scenario without it before the run, and every declared one is
+    # asked for somewhere (numbers are seconds, not scenario delays).
+    declared = chart_module(command).CHART["delays"]
+    named = set()
+    for line, delay in scheduled_delays(STATECHARTS / f"{command}.py"):
+        if isinstance(delay, int | float):
+            continue
+        assert delay in declared, f"{command}.py:{line}: schedules {delay!r}, not declared"
+        named.add(delay)
+    assert named == set(declared)
+
+
+def test_the_delay_scan_sees_names_numbers_and_expressions(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(
+        "def f(self, name):\n"
+        '    self.rt.schedule("_a", "page", task_id=1)\n'
+        '    self.rt.schedule("_b", 0.0)\n'
+        '    self.rt.schedule("_c", delay=name)\n',
+        encoding="utf-8",
+    )
+    assert scheduled_delays(path) == [(2, "page"), (3, 0.0), (4, "<name>")]
+
+
+class _Watch:
+    """The session as a chart's model sees it, watched: a delay scheduled by a name the
+    chart does not declare, and any work asked for while a condition runs, fail."""
+
+    _WORK = frozenset({"rng", "cancel", "failure", "effect"})
+
+    def __init__(self, rt: Session, declared: frozenset[str], report: dict[str, set[str]]):
+        self._rt = rt
+        self._declared = declared
+        self._report = report
+        self.condition = ""  # the condition being evaluated, if any
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._WORK:
+            assert not self.condition, f"condition {self.condition} uses rt.{name}"
+        return getattr(self._rt, name)
+
+    def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
+        assert not self.condition, f"condition {self.condition} schedules {trigger}"
+        if isinstance(delay, str):
+            assert delay in self._declared, f"{trigger} scheduled after undeclared {delay!r}"
+            self._report["delays"].add(delay)
+        return self._rt.schedule(trigger, delay, **payload)
+
+
+def _plain(obj: Any) -> Any:
+    try:
+        return list(obj)  # a task list: its tasks
+    except TypeError:
+        return repr(obj)
+
+
+def _state_of(model: Driver) -> bytes:
+    """Everything the model holds, as bytes."""
+    held = {key: value for key, value in vars(model).items() if key != "rt"}
+    return msgspec.json.encode(held, enc_hook=_plain)
+
+
+def watched_chart(command: str, report: dict[str, set[str]]) -> Chart:
+    """``command``'s chart compiled with its model's conditions and runtime watched."""
+    module = chart_module(command)
+    data = module.CHART
+    base: type[Driver] = getattr(module, data["model"])
+    declared = frozenset(data["delays"])
+
+    def init(self: Driver, rt: Session) -> None:
+        base.__init__(self, _Watch(rt, declared, report))  # type: ignore[call-arg]
+
+    def watch(name: str) -> Callable[[Driver, Any], bool]:
+        test = getattr(base, name)
+
+        def condition(self: Driver, event: Any) -> bool:
+            before = _state_of(self)
+            self.rt.condition = name  # type: ignore[attr-defined]
+            try:
+                result = test(self, event)
+            finally:
+                self.rt.condition = ""  # type: ignore[attr-defined]
+            assert _state_of(self) == before, f"condition {name} changed the model"
+            report["conditions"].add(name)
+            return bool(result)
+
+        return condition
+
+    members: dict[str, Any] = {"__init__": init}
+    members.update((name, watch(name)) for name in callbacks(data, "conditions", "unless"))
+    watched = types.ModuleType(module.__name__)
+    watched.__dict__.update(vars(module))
+    watched.Watched = type(f"Watched{base.__name__}", (base,), members)  # type: ignore[attr-defined]
+    watched.CHART = {**data, "model": "Watched"}  # type: ignore[attr-defined]
+    return compile_chart(watched)
+
+
+def run_to_the_end(session: Session, *, approve: bool | None = None) -> None:
+    """Drive ``session`` as the reference client does, in virtual time, until done; a
+    server always starts, and with ``approve`` a control peer answers the login."""
+    client = ReferenceClient()
+    answers: list[bool] = []
+
+    def take(out: Outcome) -> None:
+        for effect in out.effects:
+            if isinstance(effect, StartServer):
+                take(session.resolve(effect, ServerStarted(url="http://127.0.0.1:9681/")))
+            elif isinstance(effect, AskApproval) and approve is not None:
+                answers.append(approve)
+        for line in out:
+            command = client.answer(json.loads(line))
+            if command is not None and not session.done:
+                take(session.feed(command.rstrip(b"\n")))
+
+    take(session.start())
+    for _ in range(10_000):
+        if session.done:
+            return
+        deadline = session.next_deadline()
+        if answers:
+            take(session.deliver("_answered", approve=answers.pop(), reason=""))
+        elif deadline is None:
+            take(session.quit())  # waiting for a client with nothing more to say
+        else:
+            take(session.advance(deadline))
+    raise AssertionError(f"{session.chart.name} did not end")
+
+
+FLAGS: dict[str, list[Flags]] = {
+    "generate": [
+        Flags(),
+        Flags(yes=True),
+        Flags(yes=True, skip_failed=True),
+        Flags(draft_action="clear"),
+        Flags(draft_action="cancel"),
+        Flags(draft_action="resume"),
+    ],
+    "login": [Flags(), Flags(custom=True)],
+}
+
+
+def scenarios() -> list[Scenario]:
+    """Every built-in scenario, and the default one failing at each point, logged out,
+    or approved by a control peer."""
+    default = load_scenario("default")
+    world = default.world
+    out = [load_scenario(name) for name in builtin_names()]
+    out += [msgspec.structs.replace(default, failures=[Failure(point=p)]) for p in POINTS]
+    out.append(
+        msgspec.structs.replace(default, failures=[Failure(point="authorization", timeout=True)])
+    )
+    account = msgspec.structs.replace(world.account, logged_in=False)
+    out.append(
+        msgspec.structs.replace(default, world=msgspec.structs.replace(world, account=account))
+    )
+    return out
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_conditions_only_test_and_delays_are_declared(command: str) -> None:
+    report: dict[str, set[str]] = {"conditions": set(), "delays": set()}
+    chart = watched_chart(command, report)
+    default = load_scenario("default")
+    control = msgspec.structs.replace(
+        default,
+        world=msgspec.structs.replace(
+            default.world,
+            login=msgspec.structs.replace(default.world.login, approver="control"),
+        ),
+    )
+    for flags in FLAGS.get(command, [Flags()]):
+        for scenario in scenarios():
+            run_to_the_end(Session(chart, scenario, flags=flags, seed=3))
+        for approve in (True, False):
+            session = Session(chart, control, flags=flags, seed=3)
+            session.peer_attached = True
+            run_to_the_end(session, approve=approve)
+    data = chart_module(command).CHART
+    assert report["conditions"] == callbacks(data, "conditions", "unless")  # each was watched
+    assert report["delays"] == set(data["delays"])

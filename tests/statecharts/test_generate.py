@@ -8,16 +8,19 @@ The reference is seeds/004 (the generate tables) and FIDELITY sections 1-3 and 5
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from simulator.cli import main
 from simulator.core.driver import Flags
 from simulator.core.session import Session
-from simulator.scenario import Scenario, load_scenario, wiki
+from simulator.scenario import Scenario, ScenarioError, load_scenario, wiki
 from statecharts import load_chart
 
 KEYS = ["vm", "waiting_for", "done", "error"]
@@ -1348,6 +1351,42 @@ def test_broken_repository_ends_in_error(tmp_path: Path) -> None:
     assert final["vm"]["error"] == "open repository: no .git here"
     assert final["vm"]["pages"]["tasks"] == []
     check_invariants(run)
+
+
+# -- the delays a run needs ----------------------------------------------------------------
+
+
+def test_the_chart_needs_every_delay_a_run_draws() -> None:
+    assert load_chart("generate").delays == {"catalog_step", "page", "page_retry"}
+
+
+@pytest.mark.parametrize("delay", ["page", "page_retry"])
+def test_a_scenario_without_a_page_delay_is_refused_before_the_run(
+    tmp_path: Path, delay: str
+) -> None:
+    # [timing] merges key by key with the scenario extended: a TOML cannot drop a delay
+    # of default's, so the delay is taken out of the loaded scenario.
+    loaded = scenario_file(tmp_path, 'extends = "default"\n[timing]\npage = { fixed = 0.5 }\n')
+    timing = {name: value for name, value in loaded.timing.items() if name != delay}
+    scenario = msgspec.structs.replace(loaded, timing=timing)
+    with pytest.raises(ScenarioError, match=f"scenario custom has no timing for {delay}$"):
+        Session(load_chart("generate"), scenario, flags=Flags(yes=True))
+
+
+def test_the_process_refuses_a_scenario_without_the_page_delay(tmp_path: Path) -> None:
+    path = tmp_path / "alone.toml"
+    path.write_text(
+        'extends = ""\n[timing]\ncatalog_step = { fixed = 0.1 }\npage_retry = { fixed = 0.0 }\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "stdin").write_bytes(b"")
+    err = io.StringIO()
+    argv = ["generate", "--stdio", "-y", "--speed", "0", "--scenario", str(path)]
+    with (tmp_path / "stdin").open("rb") as fin, (tmp_path / "stdout").open("wb") as fout:
+        code = main(argv, stdin=fin, stdout=fout, stderr=err, environ={})
+    assert code == 2  # the user's setup, before anything is written: not a crash mid-run
+    assert (tmp_path / "stdout").read_bytes() == b""
+    assert err.getvalue() == "zread-sim: scenario alone has no timing for page\n"
 
 
 # -- the task list re-encodes only what changed --------------------------------------------
