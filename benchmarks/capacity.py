@@ -2,7 +2,7 @@
 
 Every session is created first (not started; the RSS before and after gives the size
 of a created session), then all are started, at once or evenly over ``--ramp``
-seconds, on one asyncio loop and one :class:`simulator.aio.Hub`, each driven by the
+seconds, on one asyncio loop and one :class:`simulator.runners.aio.Hub`, each driven by the
 reference client, through ``simulator.tools.load`` (the engine of ``python -m simulator load
 --prebuild``). Reported: lateness of timer events against their schedule
 (p50/p95/p99/max), events/s, the CPU share of the run (1.0 = one core saturated: the

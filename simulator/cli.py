@@ -254,6 +254,6 @@ def main(
 
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so the interpreter's final flush cannot fail loudly."""
-    from simulator.runners.fds import point_at_devnull
+    from simulator.runners.stdio import point_at_devnull
 
     point_at_devnull(sys.stdout.fileno())

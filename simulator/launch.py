@@ -21,7 +21,7 @@ from statecharts import COMMANDS
 
 if TYPE_CHECKING:
     from simulator.core.session import Session
-    from simulator.hosts.home import Home
+    from simulator.hosts.effects import Store
     from simulator.scenario import Scenario
 
 __all__ = ["FlagError", "add_zread_flags", "build_session", "flags_of", "parse_flags"]
@@ -88,7 +88,7 @@ def build_session(
     scenario: str | Scenario = "default",
     seed: int = 0,
     speed: float = 1.0,
-    home: Home | None = None,
+    home: Store | None = None,
 ) -> Session:
     """A new session of ``zread <command> *args``, as the process would start it.
 

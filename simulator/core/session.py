@@ -191,7 +191,7 @@ class Session:
         self.driver = chart.model(self)
         self.driver.state = chart.initial
 
-    # -- what a driver may use (simulator.driver.Runtime) -------------------------
+    # -- what a driver may use (simulator.core.driver.Runtime) -------------------------
 
     @property
     def scenario(self) -> Scenario:

@@ -1,7 +1,10 @@
 """Performing effects: what a runner does for a session's requests to the outside world.
 
 Owns: :class:`EffectHost`, which starts and stops the browse server and persists what
-a command saved (with a home; without one, nothing is written anywhere).
+a command saved in a :class:`Store` (with a home; without one, nothing is written
+anywhere), and :class:`Store`, the small interface a world kept across commands offers:
+the world a new session starts from, and the effects that change it.
+:class:`~simulator.hosts.home.Home` is the store today.
 
 Must not: call into a session. A runner hands it the effects a session call returned
 (:meth:`EffectHost.perform_all`) and feeds any result back to the session as a new
@@ -12,14 +15,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from simulator.core.effects import PERSISTED, ServerStarted, StartServer, StopServer
 
 if TYPE_CHECKING:
-    from simulator.hosts.home import Home
+    from simulator.scenario.world import World
 
-__all__ = ["EffectHost"]
+__all__ = ["EffectHost", "Store"]
+
+
+class Store(Protocol):
+    """The world kept across commands, as a runner and a session's builder use it."""
+
+    def world(self, base: World, *, seed: int = 0) -> World:
+        """``base`` (a scenario's world) with what the store keeps laid over it."""
+        ...
+
+    def apply(self, effect: object) -> None:
+        """Keep what a persisted effect (:data:`~simulator.core.effects.PERSISTED`) says."""
+        ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -30,7 +47,7 @@ class EffectHost:
     """
 
     servers: dict[int, Any] = field(default_factory=dict)
-    home: Home | None = None
+    home: Store | None = None
 
     def perform_all(self, owner: int, effects: Iterable[object]) -> list[tuple[object, object]]:
         """Do every effect of one session call, in order: what each runner calls.

@@ -1,6 +1,6 @@
 """A home: the world a runner keeps across commands, in one SQLite file in a directory.
 
-Owns: the persisted parts of a :class:`~simulator.world.World` (``config``,
+Owns: the persisted parts of a :class:`~simulator.scenario.world.World` (``config``,
 ``account``, ``wikis``, ``draft``), stored as the JSON of their msgspec structs in
 ``DIR/world.sqlite3``; overlaying them on a scenario's world (:meth:`Home.world`); and
 turning the effects a command asked for (saved config, a login, a generated wiki, a
@@ -14,7 +14,7 @@ others wait up to the busy timeout), in WAL mode (readers never block), so concu
 processes never lose an update and never leave a torn file, which a JSON file
 rewritten in place could not promise without locks of our own.
 
-Used only by runners (through :class:`~simulator.effects.EffectHost`) and the CLI: the
+Used only by runners (through :class:`~simulator.hosts.effects.EffectHost`) and the CLI: the
 session and the drivers stay sans-I/O. This module is where the wall clock is read for
 a new wiki version's id and timestamp. It never deletes or rewrites a database it
 cannot read: that is a :class:`HomeError`, one line for the user.

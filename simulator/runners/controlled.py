@@ -32,8 +32,7 @@ from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
 from simulator.runners.admin import Approvals, install
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.fds import READ_SIZE, SIGNALS
-from simulator.runners.live import Endpoint
+from simulator.runners.live import READ_SIZE, SIGNALS, Endpoint
 from simulator.runners.output import OutputStage
 
 __all__ = ["ControlAddressError", "parse_address", "serve"]

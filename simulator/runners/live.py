@@ -28,6 +28,7 @@ sense of time.
 
 from __future__ import annotations
 
+import signal
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -38,7 +39,13 @@ from simulator.hosts.effects import EffectHost
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults
 
-__all__ = ["Endpoint", "LiveSession"]
+__all__ = ["READ_SIZE", "SIGNALS", "Endpoint", "LiveSession"]
+
+READ_SIZE = 1 << 16
+"""How much of the client's stream a loop reads at a time."""
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""The signals a loop answers with :meth:`LiveSession.quit` (rule 3)."""
 
 
 class Endpoint(Protocol):
@@ -59,6 +66,7 @@ class LiveSession:
     __slots__ = (
         "_backlog",
         "_clock",
+        "_done",
         "_lines",
         "_paused_at",
         "_resume_at",
@@ -118,6 +126,8 @@ class LiveSession:
         self._waiting = False
         self._resume_at = 0.0
         self._stopped = False
+        self._done = False
+        """The session's ``done:true`` event came out (as its outcomes said)."""
 
     # -- the clock -------------------------------------------------------------------
 
@@ -133,7 +143,7 @@ class LiveSession:
         if self._stopped:
             return None
         wakeup = self._resume_at if self._waiting else None
-        if self._paused_at is None and not self.session.done:
+        if self._paused_at is None and not self._done:
             deadline = self.session.next_deadline()
             if deadline is not None:
                 timer = self.origin + deadline
@@ -160,14 +170,14 @@ class LiveSession:
             if self.control is not None and self.control(line):
                 continue
             self.feed(line)
-            if self.session.done:
+            if self._done:
                 return
         if not data:
             self.quit()
 
     def feed(self, line: bytes) -> None:
         """(2) One command line, answered after the timers due before it."""
-        if self.session.done:
+        if self._done:
             self.session.feed(line)  # recorded in the journal as sent after done
             return
         if self._stopped:  # a hang or an exit: nothing is read any more
@@ -178,16 +188,16 @@ class LiveSession:
 
     def quit(self) -> None:
         """(3) End of input or a signal: the session quits, as with ``quit``."""
-        if self._stopped or self.session.done:
+        if self._stopped or self._done:
             return
         self.tick()
-        if not self._stopped and not self.session.done:
+        if not self._stopped and not self._done:
             self._take(self.session.quit())
         self._settle()
 
     def deliver(self, trigger: str, **payload: object) -> None:
         """Fire an internal trigger now: a runner's answer to an effect."""
-        if not self._stopped and not self.session.done:
+        if not self._stopped and not self._done:
             self.tick()
             self._take(self.session.deliver(trigger, **payload))
             self._settle()
@@ -212,8 +222,8 @@ class LiveSession:
                 if self.on_fire is not None:
                     self.on_fire(self, t - deadline)
                 self._take(outcome)
-            if not self._stopped and not self.session.done:
-                self.session.advance(t)  # nothing is due: only the clock moves
+            if not self._stopped and not self._done:
+                self._take(self.session.advance(t))  # the clock moves (nothing is due)
         self._settle()
 
     # -- admin -------------------------------------------------------------------------
@@ -259,6 +269,7 @@ class LiveSession:
 
     def _take(self, outcome: Outcome) -> None:
         """Perform the effects of one session call, then write its events."""
+        self._done = self._done or outcome.done
         if outcome.effects:
             effects = outcome.effects
             if self.intercept is not None:
@@ -301,7 +312,7 @@ class LiveSession:
     def _settle(self) -> None:
         """(5) Done and everything written: the run is over (a control peer's frames
         may still be written)."""
-        if self.session.done and not self._waiting and not self._stopped:
+        if self._done and not self._waiting and not self._stopped:
             self._finish(0)
 
     def _end(self, code: int) -> None:

@@ -1,7 +1,8 @@
 """The process runner: one session on stdin and stdout, with or without ``--control``.
 
-Owns: :class:`ProcessRunner`, what ``python -m simulator <command> --stdio`` runs, and
-:class:`ProcessEndpoint`, the process's stdout and stderr as a session's endpoint. The
+Owns: :class:`ProcessRunner`, what ``python -m simulator <command> --stdio`` runs,
+:class:`ProcessEndpoint`, the process's stdout and stderr as a session's endpoint
+(shared by both loops), and the small fd helpers it and the command line use. The
 lifecycle rules (first event, end of input, signals, reader gone, done, exit, hang)
 are :class:`~simulator.runners.live.LiveSession`'s; this module only moves bytes and
 time into it. Without ``--control`` the loop is a selector on stdin (no asyncio to
@@ -24,11 +25,64 @@ from typing import Any, BinaryIO
 
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
-from simulator.runners.fds import READ_SIZE, SIGNALS, ProcessEndpoint
-from simulator.runners.live import LiveSession
+from simulator.runners.live import READ_SIZE, SIGNALS, LiveSession
 from simulator.runners.output import OutputStage
 
-__all__ = ["ProcessRunner"]
+__all__ = [
+    "ProcessEndpoint",
+    "ProcessRunner",
+    "point_at_devnull",
+    "write_all",
+    "write_line",
+]
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Hand ``data`` to the OS, looping only if it takes part of it; BrokenPipeError or
+    ConnectionResetError when the reader went away."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_line(fd: int, line: str) -> None:
+    """One human-readable line (stderr); nothing if it cannot be written."""
+    with contextlib.suppress(OSError):
+        os.write(fd, line.encode("utf-8") + b"\n")
+
+
+def point_at_devnull(fd: int) -> None:
+    """Make ``fd`` write to /dev/null: its reader sees the end, later writes vanish."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+class ProcessEndpoint:
+    """A process's stdout and stderr, where its session's actions go."""
+
+    __slots__ = ("err_fd", "gone", "out_fd")
+
+    def __init__(self, out_fd: int, err_fd: int = 2) -> None:
+        self.out_fd = out_fd
+        self.err_fd = err_fd
+        self.gone = False
+        """stdout's reader went away: nothing more is written."""
+
+    def write(self, data: bytes) -> bool:
+        if self.gone:
+            return False
+        try:
+            write_all(self.out_fd, data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.gone = True
+        return not self.gone
+
+    def stderr(self, line: str) -> None:
+        write_line(self.err_fd, line)
+
+    def close_output(self) -> None:
+        point_at_devnull(self.out_fd)
 
 
 class ProcessRunner:

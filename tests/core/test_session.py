@@ -461,6 +461,7 @@ class TickModel(Driver):
 
 TICK_CHART = {
     "name": "tick",
+    "model": "TickModel",
     "initial": "run",
     "states": [
         {
@@ -492,7 +493,7 @@ TICK_CHART = {
 def tick_session(speed: float = 1.0) -> Session:
     module = types.ModuleType("tick_chart")
     module.CHART = TICK_CHART  # type: ignore[attr-defined]
-    module.Model = TickModel  # type: ignore[attr-defined]
+    module.TickModel = TickModel  # type: ignore[attr-defined]
     timing = {
         "fast": Delay(fixed=1.0),
         "slow": Delay(fixed=2.0),

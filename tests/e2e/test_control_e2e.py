@@ -3,7 +3,7 @@
 Over ``--control stdio`` the control frames share stdout with the events, so every test
 reads one stream and sorts its lines: control frames, zread events, anything else
 (diagnostics). Over ``--control unix:PATH`` the frames go through a socket, spoken to by
-:class:`simulator.remote.Remote` (or a raw socket where the Remote itself is in question).
+:class:`simulator.tools.remote.Remote` (or a raw socket where the Remote itself is in question).
 
 Socket paths live under ``tempfile.mkdtemp()``: a Unix socket path is limited to about
 100 bytes, which pytest's tmp_path can exceed.

@@ -3,7 +3,7 @@
 For every built-in scenario and every command, one reactive reference client (it
 answers gates and nothing else, right after reading the event that opens one) talks to
 a real ``python -m simulator CMD --stdio --speed 0 --scenario NAME --seed 7`` process
-and to ``simulator.virtual.start(CMD, scenario=NAME, seed=7, speed=0)``. At a gate no
+and to ``simulator.runners.virtual.start(CMD, scenario=NAME, seed=7, speed=0)``. At a gate no
 timer is pending, so the point where the answer lands is the same in both runs, and the
 event bytes must be identical (browse's ephemeral port aside).
 

@@ -19,7 +19,7 @@ import pytest
 from simulator.launch import build_session
 from simulator.runners import controlled
 from simulator.runners.controlled import ControlAddressError, parse_address
-from simulator.runners.fds import ProcessEndpoint
+from simulator.runners.stdio import ProcessEndpoint
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
 

@@ -16,7 +16,13 @@ from typing import Any, BinaryIO
 import pytest
 
 from simulator.core.session import Session
-from simulator.runners.stdio import ProcessRunner
+from simulator.runners.stdio import (
+    ProcessEndpoint,
+    ProcessRunner,
+    point_at_devnull,
+    write_all,
+    write_line,
+)
 from simulator.scenario import load_scenario
 from statecharts import load_chart
 
@@ -224,3 +230,146 @@ def test_signal_handlers_are_left_alone_off_the_main_thread(harnesses: list[Harn
     h.close_stdin()
     assert h.read_event()["done"] is True
     assert h.join() == 0
+
+
+# -- the fd helpers and the endpoint ---------------------------------------------------
+
+
+def test_write_all_writes_more_than_a_pipe_holds_at_once() -> None:
+    read_end, write_end = os.pipe()
+    data = os.urandom(1 << 20)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    write_all(write_end, data)
+    os.close(write_end)
+    reader.join(5)
+    os.close(read_end)
+    assert b"".join(chunks) == data
+
+
+def test_write_line_adds_the_newline_and_never_raises() -> None:
+    read_end, write_end = os.pipe()
+    write_line(write_end, "zread-sim: één")
+    assert os.read(read_end, 100) == "zread-sim: één\n".encode()
+    os.close(read_end)
+    write_line(write_end, "nobody reads this")  # EPIPE: swallowed
+    os.close(write_end)
+    write_line(write_end, "closed fd")  # EBADF: swallowed
+
+
+def test_point_at_devnull_ends_the_readers_stream(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    point_at_devnull(write_end)
+    os.write(write_end, b"gone")  # goes to /dev/null
+    os.close(write_end)
+    assert os.read(read_end, 10) == b""
+    os.close(read_end)
+
+
+def test_the_endpoint_says_when_the_reader_went_away() -> None:
+    read_end, write_end = os.pipe()
+    endpoint = ProcessEndpoint(write_end, err_fd=write_end)
+    assert endpoint.write(b"one\n") is True
+    assert os.read(read_end, 10) == b"one\n"
+    os.close(read_end)
+    assert endpoint.write(b"two\n") is False
+    assert endpoint.gone
+    assert endpoint.write(b"three\n") is False  # not tried again
+    os.close(write_end)
+
+
+def test_the_endpoint_writes_stderr_lines_and_closes_its_output() -> None:
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    endpoint = ProcessEndpoint(out_write, err_write)
+    endpoint.stderr("a diagnostic")
+    assert os.read(err_read, 100) == b"a diagnostic\n"
+    endpoint.close_output()
+    assert os.read(out_read, 10) == b""  # the reader sees the end
+    assert endpoint.write(b"vanishes\n") is True  # into /dev/null, not an error
+    for fd in (out_read, out_write, err_read, err_write):
+        os.close(fd)
+
+
+# -- the flow of one line ------------------------------------------------------------
+
+STAGES = {
+    "simulator.runners.stdio": "runner",
+    "simulator.runners.live": "runner",
+    "simulator.core.lines": "lines",
+    "simulator.core.session": "session",
+    "simulator.runners.output": "output",
+}
+"""Where a line may go between stdin and stdout, and the stage each module is."""
+
+
+def test_one_line_crosses_five_modules_and_nothing_calls_back_into_the_session() -> None:
+    """Trace every call the process runner makes between reading a command and writing
+    its event. What the session consults to decide (envelope, chart, the chart's model,
+    timing) and what the output stage consults (fault plan, framing) count as part of
+    that stage; every other module the line passes through is named."""
+    session = Session(load_chart("generate"), load_scenario("default"))
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    calls: list[tuple[str, str, str]] = []  # (module, function, caller's stage)
+    tracing = threading.Event()
+    stage_of_frame: dict[int, str] = {}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not tracing.is_set():
+            return
+        module = frame.f_globals.get("__name__", "")
+        caller = frame.f_back
+        outer = stage_of_frame.get(id(caller), "") if caller is not None else ""
+        ours = module.startswith(("simulator", "statecharts"))
+        if outer in ("session", "output") or not ours:
+            stage_of_frame[id(frame)] = outer  # a library call belongs to its caller's stage
+        else:
+            stage_of_frame[id(frame)] = STAGES.get(module, module)
+        if ours:
+            calls.append((module, frame.f_code.co_name, outer))
+
+    def serve() -> None:
+        threading.setprofile(None)
+        import sys
+
+        sys.setprofile(profile)
+        with open(in_r, "rb", buffering=0) as stdin, open(out_w, "wb", buffering=0) as stdout:
+            ProcessRunner(session, stdin, stdout).run()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    first = os.read(out_r, 1 << 16)
+    assert json.loads(first)["vm"]["state"] == "select_action"
+    tracing.set()
+    os.write(in_w, b'{"type":"select_action","params":{"action":"generate"}}\n')
+    answer = os.read(out_r, 1 << 16)
+    tracing.clear()
+    os.close(in_w)
+    thread.join(5)
+    os.close(out_r)
+    assert json.loads(answer.splitlines()[0])["vm"]["state"] == "running"
+
+    stops = {
+        STAGES.get(module, module)
+        for module, _, outer in calls
+        if outer not in ("session", "output")
+    }
+    modules = {module for module, _, outer in calls if outer not in ("session", "output")}
+    assert modules <= set(STAGES), modules
+    assert len(modules) <= 5 and stops == {"runner", "lines", "session", "output"}
+    # The output stage never calls into the session; the runner asks it only when
+    # its next timer is due, or hands it new input.
+    assert not [c for c in calls if c[0] == "simulator.core.session" and c[2] == "output"]
+    asked = {
+        name
+        for module, name, outer in calls
+        if module == "simulator.core.session" and outer == "runner"
+    }
+    assert asked <= {"feed", "advance", "next_deadline", "__init__"}, asked

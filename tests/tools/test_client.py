@@ -1,4 +1,4 @@
-"""simulator.client.ReferenceClient: the sensible answer at every gate.
+"""simulator.tools.client.ReferenceClient: the sensible answer at every gate.
 
 Hand-made events pin each answer; then the client runs every command of every built-in
 scenario to its end, in virtual time and on a hub (where transport faults apply).

@@ -1,4 +1,4 @@
-"""simulator.remote.Remote against a real ``python -m simulator ... --control unix:PATH``.
+"""simulator.tools.remote.Remote against a real ``python -m simulator ... --control unix:PATH``.
 
 A thread keeps reading the process's stdout (its writes block when nobody reads, as a
 real zread's do); the test looks at the events it collected.

@@ -4,7 +4,7 @@ Runs N sessions of one command and scenario with C at a time (for a count, or fo
 duration), in one of two modes, and ends with a summary:
 
 - **in-process** (:mod:`simulator.tools.load.inprocess`): one asyncio loop, one
-  :class:`~simulator.aio.Hub`, the reference client answering gates; lateness of every
+  :class:`~simulator.runners.aio.Hub`, the reference client answering gates; lateness of every
   timer event, the RSS the sessions added, the cyclic collector's pauses.
 - **process** (:mod:`simulator.tools.load.processes`): N real ``zread`` processes over real
   pipes; every transcript checked, each process's peak RSS sampled. No lateness.

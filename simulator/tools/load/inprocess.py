@@ -1,9 +1,9 @@
 """The in-process runner: many sessions on one asyncio loop and one hub.
 
 Owns: :class:`InProcess`, N sessions of one command and scenario, C at a time, on one
-:class:`~simulator.aio.Hub` (one timer heap); per session a
-:class:`~simulator.aio.Channel` whose endpoint (:class:`_Sink`) counts the bytes the
-process would write and answers gates with a :class:`~simulator.client.ReferenceClient`,
+:class:`~simulator.runners.aio.Hub` (one timer heap); per session a
+:class:`~simulator.runners.aio.Channel` whose endpoint (:class:`_Sink`) counts the bytes the
+process would write and answers gates with a :class:`~simulator.tools.client.ReferenceClient`,
 decoding a line only when ``waiting_for`` holds a gate (or a transport fault broke the
 one-write-per-event rule). Lateness: how long after its deadline each timer event was
 written (:class:`_MeasuredHub`); memory: the RSS the sessions added, per session at most

@@ -1,8 +1,8 @@
 """The process runner: N real ``zread`` processes over real pipes, C at a time.
 
 Owns: :class:`Processes`, which writes a ``zread`` executable to a temporary folder put
-first on PATH (:func:`simulator.executable.write_zread_executable`), starts the
-processes, answers their gates with a :class:`~simulator.client.ReferenceClient`,
+first on PATH (:func:`simulator.hosts.executable.write_zread_executable`), starts the
+processes, answers their gates with a :class:`~simulator.tools.client.ReferenceClient`,
 checks every transcript (each line a JSON object with vm, waiting_for, done and error;
 the last done) and samples each process's peak RSS (``VmHWM``). Lateness is not
 measured in this mode.
