@@ -177,13 +177,16 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
 
 
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    from simulator.hosts.effects import EffectHost
-    from simulator.hosts.home import Home
+    from simulator.hosts.effects import EffectHost, Store
     from simulator.runners.stdio import ProcessRunner
     from simulator.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # a bad scenario leaves no home behind
-    home = Home(args.home) if args.home else None
+    home: Store | None = None
+    if args.home:
+        from simulator.hosts.home import Home
+
+        home = Home(args.home)
     try:
         session = build_session(
             args.command,

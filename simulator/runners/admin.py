@@ -45,7 +45,7 @@ def install(conn: Conn, channel: Channel) -> None:
     """Register the admin handlers for ``channel`` on ``conn``."""
 
     async def snapshot(_: dict[str, Any]) -> dict[str, Any]:
-        channel.sync()
+        channel.tick()  # the session as it stands now
         return {**channel.session.snapshot(), "paused": channel.paused}
 
     async def inject(request: dict[str, Any]) -> dict[str, Any]:

@@ -101,17 +101,13 @@ class Channel(LiveSession):
         """The deadline the hub holds for this channel (stale entries differ from it)."""
         self.done: asyncio.Future[int] = hub.loop.create_future()
         """Resolves to the exit code when the run is over; never in a hang."""
-        self.on_finish = self._finished
         self.on_fire = hub.on_fire
-
-    def sync(self) -> None:
-        """Bring the session to now: fire timers already due, move its clock."""
-        self.tick()
 
     def _settle(self) -> None:
         super()._settle()
-        self.hub.schedule(self)
+        self.hub.schedule(self)  # every input may have moved the next wake-up
 
-    def _finished(self, code: int) -> None:
+    def _finish(self, code: int) -> None:
+        super()._finish(code)
         if not self.done.done():
             self.done.set_result(code)

@@ -14,7 +14,8 @@ everything it needs is in the :class:`~simulator.core.session.Outcome` it is giv
 
 from __future__ import annotations
 
-from simulator import clijson
+from collections.abc import Callable
+
 from simulator.core.session import Outcome, Session
 from simulator.scenario import faults
 
@@ -24,12 +25,18 @@ __all__ = ["OutputStage"]
 class OutputStage:
     """Events in, actions out, for one session."""
 
-    __slots__ = ("faults", "frame")
+    __slots__ = ("_chunk_line", "_framed_doc", "faults", "frame")
 
     def __init__(self, plan: faults.FaultPlan, *, frame: bool = False) -> None:
         self.faults = plan
         """The transport faults still to come; the admin API adds to them."""
         self.frame = frame
+        self._chunk_line: Callable[[bytes], bytes] | None = None
+        self._framed_doc: Callable[[bytes], bytes] | None = None
+        if frame:  # clijson is imported only with --frame
+            from simulator import clijson
+
+            self._chunk_line, self._framed_doc = clijson.chunk_line, clijson.framed
 
     @classmethod
     def for_session(cls, session: Session, *, frame: bool = False) -> OutputStage:
@@ -50,8 +57,8 @@ class OutputStage:
         return actions
 
     def _framed(self, event: bytes, *, final: bool) -> bytes:
-        if not self.frame:
+        if self._chunk_line is None or self._framed_doc is None:
             return event
         payload = event[:-1]
-        data = clijson.chunk_line(payload)
-        return data + clijson.framed(payload) if final else data
+        data = self._chunk_line(payload)
+        return data + self._framed_doc(payload) if final else data
