@@ -12,10 +12,12 @@ from collections.abc import Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def wall(argv: Sequence[str], stdin: bytes = b"") -> float:
+def wall(
+    argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
+) -> float:
     """Seconds from spawn to exit of one process, its output discarded."""
     start = time.perf_counter()
-    subprocess.run(argv, input=stdin, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - start
 
 

@@ -1,7 +1,9 @@
 """zread-sim: a stand-in for zread's ``--stdio`` mode.
 
 The public names are imported on first use, so ``python -m simulator version --stdio``
-pays only for what that command needs.
+pays only for what that command needs. The error tree is here too: every error the
+simulator raises on purpose is a :class:`SimulatorError`, in the branch that says
+whose fault it is (``simulator.core.errors``).
 """
 
 from __future__ import annotations
@@ -10,16 +12,37 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from simulator.core.errors import (
+        ConfigurationError,
+        MisuseError,
+        ProtocolError,
+        SimulatorBug,
+        SimulatorError,
+    )
     from simulator.core.session import Session
     from simulator.scenario import Scenario, ScenarioError, load_scenario
 
-__all__ = ["Scenario", "ScenarioError", "Session", "load_scenario"]
+__all__ = [
+    "ConfigurationError",
+    "MisuseError",
+    "ProtocolError",
+    "Scenario",
+    "ScenarioError",
+    "Session",
+    "SimulatorBug",
+    "SimulatorError",
+    "load_scenario",
+]
 
 _HOMES = {
     "Scenario": "simulator.scenario",
     "ScenarioError": "simulator.scenario",
     "load_scenario": "simulator.scenario",
     "Session": "simulator.core.session",
+    **dict.fromkeys(
+        ("ConfigurationError", "MisuseError", "ProtocolError", "SimulatorBug", "SimulatorError"),
+        "simulator.core.errors",
+    ),
 }
 
 

@@ -88,3 +88,11 @@ def test_a_protocol_error_message_is_the_event_error_text() -> None:
     rejected = RejectedLine("invalid JSON: expected a value")
     assert isinstance(rejected, ProtocolError)
     assert rejected.text == str(rejected) == "invalid JSON: expected a value"
+
+
+def test_the_tree_is_importable_from_the_package() -> None:
+    import simulator
+
+    assert simulator.SimulatorError is SimulatorError
+    assert simulator.ConfigurationError is ConfigurationError
+    assert issubclass(simulator.ScenarioError, simulator.ConfigurationError)
