@@ -1,8 +1,8 @@
 """The command line: ``python -m simulator <command> [zread flags] --stdio``.
 
 Owns: argument and environment parsing (argparse), the exit codes, turning every
-expected failure into one line on stderr, and choosing the runner. ``main`` takes its
-streams as arguments so tests can run it in-process.
+expected failure into one line on stderr, and starting the process runner. ``main``
+takes its streams as arguments so tests can run it in-process.
 
 Every simulator option is also an environment variable, so a client that spawns plain
 ``zread ...`` can be steered: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
