@@ -1,16 +1,32 @@
-"""The command line: ``python -m simulator <command> [zread flags] --stdio``.
+"""The command line: ``zread <command> [flags] --stdio`` and ``zread-sim``'s own commands.
 
-Owns: argument and environment parsing (argparse), the exit codes, turning every
-expected failure into one line on stderr, and starting the process runner. ``main``
-takes its streams as arguments so tests can run it in-process.
+Owns: argument and environment parsing (argparse), the help and version texts, the exit
+codes, turning every expected failure into one line on stderr, ``zread-sim install``,
+and starting the process runner. ``main`` takes its streams as arguments so tests can
+run it in-process.
+
+One program, two names. Invoked as ``zread`` (``argv[0]``'s basename, or ``prog=``) it
+is the drop-in: zread's six commands, zread's help, errors naming ``zread``. Invoked
+under any other name it is ``zread-sim``, which adds its own commands (``scenarios``,
+``load``, ``install``) and lists the simulator options in its help. Both accept the
+simulator options after a command.
 
 Every simulator option is also an environment variable, so a client that spawns plain
 ``zread ...`` can be steered: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
-``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``. A
-flag beats its variable.
+``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_PROJECT``, ``ZREAD_SIM_FILES``,
+``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``. A flag beats its variable. ``zread-sim
+install DIR`` bakes options into a ``DIR/zread`` script as defaults of those variables
+(``simulator.hosts.executable``), for clients that strip their child's environment.
 
-With ``--home DIR`` the world persists in DIR across commands (``simulator.hosts.home``);
-without it nothing is written anywhere.
+The help is written here by hand in the layout of cobra, Go's usual command-line
+library: ``Usage:``, ``Available Commands:``, ``Flags:`` in pflag's columns, with
+``-h, --help`` as ``help for X``. argparse's layout differs (``usage:``, ``options:``,
+other columns), and zread, a Go program, is expected to print cobra's; clients probe
+``zread <command> --help`` for zread's texts. The flag lines are formatted from the
+same argparse actions that parse the flags (``simulator.launch.add_zread_flags``), so
+the help cannot list a flag that is not taken.
+
+Start-up stays lean: a command imports what it needs when it needs it.
 """
 
 from __future__ import annotations
@@ -20,7 +36,7 @@ import enum
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any, BinaryIO, NoReturn
 
 from simulator.core.errors import ConfigurationError
@@ -30,6 +46,7 @@ from statecharts import COMMANDS
 __all__ = ["ExitCode", "main"]
 
 PROG = "zread-sim"
+ZREAD = "zread"
 
 
 class ExitCode(enum.IntEnum):
@@ -42,9 +59,40 @@ class UsageError(ConfigurationError):
     """A bad flag, variable or scenario: one line on stderr, exit 2."""
 
 
+class _HelpRequested(Exception):
+    """``-h``/``--help`` was given: print the help of ``topic`` ("" is the program's)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.topic = topic
+
+
 class _Parser(argparse.ArgumentParser):
+    """Raises instead of printing: an error is one line, help is this module's text."""
+
+    def __init__(self, topic: str, name: str) -> None:
+        super().__init__(prog=f"{name} {topic}".strip(), add_help=False, allow_abbrev=False)
+        self.topic = topic
+        self.add_argument(
+            "-h", "--help", action=_HelpAction, nargs=0, help=f"help for {topic or name}"
+        )
+
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(f"{self.topic}: {message}" if self.topic else message)
+
+
+class _HelpAction(argparse.Action):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        raise _HelpRequested(parser.topic if isinstance(parser, _Parser) else "")
+
+
+# -- the simulator options ----------------------------------------------------------------
 
 
 def _speed(text: str) -> float:
@@ -81,6 +129,8 @@ _ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "seed": ("ZREAD_SIM_SEED", "0", _seed),
     "speed": ("ZREAD_SIM_SPEED", "1", _speed),
     "home": ("ZREAD_SIM_HOME", "", str),
+    "project": ("ZREAD_SIM_PROJECT", "", str),
+    "files": ("ZREAD_SIM_FILES", "1", _switch),
     "control": ("ZREAD_SIM_CONTROL", "", str),
     "frame": ("ZREAD_SIM_FRAME", "0", _switch),
 }
@@ -98,66 +148,225 @@ def _apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> 
             raise UsageError(f"{variable}: {error}") from None
 
 
-def _simulator_options() -> _Parser:
-    parent = _Parser(add_help=False)
-    group = parent.add_argument_group("simulator options (each also an environment variable)")
-    group.add_argument(
+def _add_simulator_options(parser: argparse.ArgumentParser) -> None:
+    """The simulator's own options; each defaults to None, then to its variable."""
+    parser.add_argument(
         "--scenario",
         metavar="NAME|PATH",
         default=None,
-        help="built-in scenario name or TOML file (ZREAD_SIM_SCENARIO; default: default)",
+        help="a built-in scenario or a TOML file (ZREAD_SIM_SCENARIO; default: default)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--seed",
         metavar="N",
         type=_seed,
         help="seed of every random draw (ZREAD_SIM_SEED; default: 0)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--speed",
         metavar="X",
         type=_speed,
         help="multiplies every delay; 0 = no delay (ZREAD_SIM_SPEED; default: 1)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--home",
         metavar="DIR",
         default=None,
-        help="keep the world in DIR across commands (ZREAD_SIM_HOME; default: none, "
-        "nothing is written)",
+        help="the folder that plays HOME: ~/.zread/ is DIR/.zread/ (ZREAD_SIM_HOME)",
     )
-    group.add_argument(
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        default=None,
+        help="the project whose .zread/ is used (ZREAD_SIM_PROJECT; default: the working "
+        "directory)",
+    )
+    parser.add_argument(
+        "--no-files",
+        dest="files",
+        action="store_const",
+        const=False,
+        default=None,
+        help="keep the whole world in memory and write no file (ZREAD_SIM_FILES=0)",
+    )
+    parser.add_argument(
         "--control",
         metavar="stdio|unix:PATH",
         default=None,
         help="open the admin API on stdio or a Unix socket (ZREAD_SIM_CONTROL; default: off)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--frame",
         action="store_const",
         const=True,
         default=None,
         help="write events as clijson chunks, the last one also framed (ZREAD_SIM_FRAME=1)",
     )
-    return parent
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
-        prog=PROG,
-        description="A stand-in for zread's --stdio mode: the six drivers, with delays "
-        "and failures on demand.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parent = _simulator_options()
-    for name, summary in COMMANDS.items():
-        command = sub.add_parser(name, help=summary, description=summary, parents=[parent])
-        add_zread_flags(command, name)
-    scenarios = sub.add_parser("scenarios", help="list the built-in scenarios, or show one")
-    scenarios.add_argument("action", nargs="?", choices=("list", "show"), default="list")
-    scenarios.add_argument("name", nargs="?", help="the scenario to show as TOML")
-    sub.add_parser("load", help="run many sessions at once and measure (see: load --help)")
+# -- the help -----------------------------------------------------------------------------
+
+_SHORT = {
+    "browse": "Browse the generated wiki in a local web server",
+    "config": "Edit zread's configuration",
+    "generate": "Generate wiki documentation for the current repository",
+    "help": "Help about any command",
+    "login": "Login flow: sign in and choose a model",
+    "update": "Update Zread to the latest version",
+    "version": "Print the version of Zread",
+}
+"""Each zread command's one-line summary, as ``zread --help`` lists it."""
+
+_SIMULATOR_SHORT = {
+    "install": "Write a zread executable with simulator options baked in",
+    "load": "Run many sessions at once and measure (see: load --help)",
+    "scenarios": "List the built-in scenarios, or show one",
+}
+"""``zread-sim``'s own commands, which ``zread`` does not have."""
+
+_SAFETY = (
+    "{who}. It writes where zread writes: ~/.zread/\n"
+    "and the project's .zread/ (--no-files writes nothing)."
+)
+
+_LONG = {
+    "": "Zread turns a code repository into a wiki: it generates the pages with an LLM and\n"
+    "serves them in the browser.\n\n" + _SAFETY,
+    "browse": "Browse the generated wiki in a local web server.\n\n"
+    "Serves the project's .zread/wiki (the current version, or the one --version names)\n"
+    "on http://127.0.0.1:9681, the next free port upward when that one is busy.",
+    "config": "Edit zread's configuration: languages, concurrency and the LLM provider,\n"
+    "kept in ~/.zread/config.yaml.",
+    "generate": "Generate wiki documentation for the current repository.\n\n"
+    "Writes a catalog, then each page, into .zread/wiki/drafts/ in the project; when it\n"
+    "is done the draft becomes .zread/wiki/versions/<id> and .zread/wiki/current names it.",
+    "login": "Login flow: sign in to Zread in the browser, then choose a model.\n\n"
+    "With --custom, use your own LLM provider instead.",
+    "update": "Update Zread to the latest version.",
+    "version": "Print the version of Zread.",
+    "help": "Help provides help for any command in the application.\n"
+    "Simply type zread help [path to command] for full details.",
+    "install": "Write an executable DIR/zread that runs this simulator with the options given\n"
+    "here baked in as defaults: a ZREAD_SIM_* variable set when it runs overrides a baked\n"
+    "option, and a flag on its command line overrides both. It needs no variable, so a\n"
+    "client that strips its child's environment is steered anyway.",
+    "load": _SIMULATOR_SHORT["load"] + ".",
+    "scenarios": "List the built-in scenarios, or show one as TOML.",
+}
+
+_USE = {
+    "help": "help [command]",
+    "install": "install DIR",
+    "load": "load COMMAND",
+    "scenarios": "scenarios [list|show NAME]",
+}
+"""A command's usage line where it takes more than flags."""
+
+
+_WITHOUT_SIMULATOR_OPTIONS = ("help", "load", "scenarios")
+
+
+def _flag_rows(actions: Iterable[argparse.Action]) -> list[tuple[str, str, str]]:
+    """(name, flag column, usage) of each flag, as pflag writes them."""
+    rows = []
+    for action in actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs:
+            continue
+        shorts = [o for o in action.option_strings if not o.startswith("--")]
+        column = f"  {shorts[0]}, {longs[0]}" if shorts else f"      {longs[0]}"
+        if action.nargs != 0:
+            column += f" {action.metavar or 'string'}"
+        usage = action.help or ""
+        default = action.default
+        if action.nargs != 0 and default not in (None, "", 0):
+            usage += (
+                f' (default "{default}")' if isinstance(default, str) else f" (default {default})"
+            )
+        rows.append((longs[0].lstrip("-"), column, usage))
+    return sorted(rows)
+
+
+def _flag_usages(actions: Iterable[argparse.Action]) -> list[str]:
+    """pflag's FlagUsages: sorted by name, the usages three spaces after the widest."""
+    rows = _flag_rows(actions)
+    width = max((len(column) for _, column, _ in rows), default=0)
+    return [f"{column:<{width}}   {usage}".rstrip() for _, column, usage in rows]
+
+
+def _command_lines(commands: Mapping[str, str]) -> list[str]:
+    padding = max(11, *map(len, commands))
+    return [f"  {name:<{padding}} {summary}" for name, summary in sorted(commands.items())]
+
+
+def _help_text(topic: str, name: str) -> str:
+    """The help of ``topic`` ("" for the program) in cobra's layout."""
+    simulator = name != ZREAD
+    who = "zread-sim stands in for zread" if simulator else "This zread is zread-sim, a stand-in"
+    lines = [_LONG[topic].format(who=who), "", "Usage:"]
+    if not topic:
+        lines += [f"  {name} [command]", "", "Available Commands:", *_command_lines(_SHORT)]
+        if simulator:
+            lines += ["", "Simulator Commands:", *_command_lines(_SIMULATOR_SHORT)]
+    else:
+        lines.append(f"  {name} {_USE.get(topic, topic)} [flags]")
+    parser = _topic_parser(topic, name, with_simulator_options=False)
+    lines += ["", "Flags:", *_flag_usages(parser._actions)]
+    if simulator and topic not in _WITHOUT_SIMULATOR_OPTIONS:
+        options = argparse.ArgumentParser(add_help=False)
+        _add_simulator_options(options)
+        heading = "Simulator Flags:" if topic != "install" else "Options to bake in:"
+        lines += ["", heading, *_flag_usages(options._actions)]
+    if not topic:
+        lines += ["", f'Use "{name} [command] --help" for more information about a command.']
+    return "\n".join(lines) + "\n"
+
+
+# -- the parsers --------------------------------------------------------------------------
+
+
+def _topic_parser(topic: str, name: str, *, with_simulator_options: bool = True) -> _Parser:
+    """The parser of ``topic``: "" (the program), a zread command, or a simulator one."""
+    parser = _Parser(topic, name)
+    if not topic:
+        parser.add_argument("-v", "--version", action="store_true", help=f"version for {name}")
+    elif topic in COMMANDS:
+        add_zread_flags(parser, topic)
+    elif topic == "help":
+        parser.add_argument("about", nargs="?", default="")
+    elif topic == "scenarios":
+        parser.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+        parser.add_argument("name", nargs="?", help="the scenario to show as TOML")
+    elif topic == "install":
+        parser.add_argument("dir", help="the folder to write zread in")
+    if with_simulator_options and topic not in _WITHOUT_SIMULATOR_OPTIONS:
+        _add_simulator_options(parser)
     return parser
+
+
+def _topics(name: str) -> tuple[str, ...]:
+    own = tuple(_SIMULATOR_SHORT) if name != ZREAD else ()
+    return (*COMMANDS, "help", *own)
+
+
+def _invoked_name() -> str:
+    base = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return ZREAD if base.lower().removesuffix(".exe") == ZREAD else PROG
+
+
+# -- the commands -------------------------------------------------------------------------
+
+
+def _version_line(args: argparse.Namespace, *, with_platform: bool) -> str:
+    """``zread version 0.2.13`` (cobra's ``--version``), with the OS/arch for ``version``."""
+    from simulator.scenario import load_scenario
+
+    version = load_scenario(args.scenario).world.release.current_version
+    if not with_platform:
+        return f"{ZREAD} version {version}\n"
+    from statecharts.version import go_arch, go_os
+
+    return f"{ZREAD} version {version} {go_os()}/{go_arch()}\n"
 
 
 def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
@@ -176,38 +385,128 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
     return ExitCode.OK
 
 
-def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    from simulator.hosts.effects import EffectHost, Store
+def _baked(args: argparse.Namespace) -> dict[str, str]:
+    """The variables ``install`` writes into the script: the options given, as text that
+    means the same from any working directory (paths made absolute)."""
+    baked: dict[str, str] = {}
+    for option, (variable, _, _) in _ENVIRONMENT.items():
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if option == "scenario":
+            from simulator.scenario import load_scenario
+
+            load_scenario(value)  # an unknown scenario fails now, not in every run
+            if value.endswith(".toml") or "/" in value or os.sep in value:  # a file, not a name
+                value = os.path.abspath(value)
+        elif option in ("home", "project") and value:
+            value = os.path.abspath(value)
+        elif option == "control" and value.startswith("unix:") and value != "unix:":
+            value = "unix:" + os.path.abspath(value[len("unix:") :])
+        elif option == "speed":
+            value = repr(value)
+        elif isinstance(value, bool):
+            value = "1" if value else "0"
+        baked[variable] = str(value)
+    return baked
+
+
+def _install(args: argparse.Namespace, out: BinaryIO) -> int:
+    from pathlib import Path
+
+    from simulator.hosts.executable import write_zread_executable
+
+    baked = _baked(args)
+    folder = Path(args.dir).absolute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        script = write_zread_executable(folder, baked)
+    except OSError as error:
+        raise UsageError(f"install: {folder}: {error.strerror or error}") from None
+    out.write(f"{script}\n".encode())
+    out.flush()
+    return ExitCode.OK
+
+
+def _run(
+    args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO, environ: Mapping[str, str]
+) -> int:
+    from simulator.hosts.effects import EffectHost
     from simulator.runners.stdio import ProcessRunner
     from simulator.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario)  # a bad scenario leaves no home behind
-    home: Store | None = None
-    if args.home:
-        from simulator.hosts.home import Home
+    scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
+    store = None
+    if args.files:  # zread's files: HOME's (or --home's) .zread/ and the project's
+        from simulator.hosts.files import FileStore
 
-        home = Home(args.home)
+        home = args.home or environ.get("HOME") or None
+        store = FileStore(home, args.project or os.getcwd())
+    session = build_session(
+        args.command,
+        flags_of(args),
+        scenario=scenario,
+        seed=args.seed,
+        speed=args.speed,
+        home=store,
+    )
+    runner = ProcessRunner(
+        session,
+        stdin,
+        stdout,
+        effects=EffectHost(home=store),
+        frame=args.frame,
+        control=args.control,
+    )
+    return runner.run()
+
+
+def _dispatch(
+    argv: list[str],
+    name: str,
+    stdin: BinaryIO | None,
+    stdout: BinaryIO | None,
+    err: IO[str],
+    environ: Mapping[str, str],
+) -> int:
+    out = sys.stdout.buffer if stdout is None else stdout
+
+    def write(text: str) -> int:
+        out.write(text.encode("utf-8"))
+        out.flush()
+        return ExitCode.OK
+
+    topic = "" if not argv or argv[0].startswith("-") else argv[0]
+    if topic not in ("", *_topics(name)):
+        raise UsageError(f'unknown command "{topic}" for "{name}" (see: {name} --help)')
     try:
-        session = build_session(
-            args.command,
-            flags_of(args),
-            scenario=scenario,
-            seed=args.seed,
-            speed=args.speed,
-            home=home,
+        args = _topic_parser(topic, name).parse_args(argv[1:] if topic else argv)
+    except _HelpRequested as help_requested:
+        return write(_help_text(help_requested.topic, name))
+    args.command = topic
+    if not topic:
+        if not args.version:
+            return write(_help_text("", name))
+        _apply_environment(args, environ)
+        return write(_version_line(args, with_platform=False))
+    if topic == "help":
+        if args.about and args.about not in _topics(name):
+            raise UsageError(f'unknown help topic "{args.about}" (see: {name} --help)')
+        return write(_help_text(args.about, name))
+    if topic == "scenarios":
+        return _scenarios(args, out)
+    if topic == "install":
+        return _install(args, out)
+    _apply_environment(args, environ)
+    if not args.stdio:
+        if topic == "version":
+            return write(_version_line(args, with_platform=True))
+        err.write(
+            f"{name}: the simulator stands in for zread's machine-readable mode only; "
+            f"run: {name} {topic} --stdio\n"
         )
-        runner = ProcessRunner(
-            session,
-            stdin,
-            stdout,
-            effects=EffectHost(home=home),
-            frame=args.frame,
-            control=args.control,
-        )
-        return runner.run()
-    finally:
-        if home is not None:
-            home.close()
+        return ExitCode.USAGE
+    return _run(args, stdin or sys.stdin.buffer, out, environ)
 
 
 def main(
@@ -217,29 +516,25 @@ def main(
     stdout: BinaryIO | None = None,
     stderr: IO[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    prog: str | None = None,
 ) -> int:
-    """Run the simulator; returns the exit code."""
+    """Run the program; returns the exit code.
+
+    ``prog`` is the name it was invoked by (``zread`` or ``zread-sim``); by default the
+    basename of ``sys.argv[0]``. Help, version and ``scenarios`` write to ``stdout``.
+    """
     err = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["load"]:
+    name = prog or _invoked_name()
+    if argv[:1] == ["load"] and name != ZREAD:
         from simulator.tools.load import main as load_main
 
         return load_main(argv[1:])
     try:
-        args = _parser().parse_args(argv)
-        if args.command == "scenarios":
-            return _scenarios(args, sys.stdout.buffer if stdout is None else stdout)
-        _apply_environment(args, os.environ if environ is None else environ)
-        if not args.stdio:
-            name = "zread" if os.path.basename(sys.argv[0]) == "zread" else PROG
-            err.write(
-                f"{name}: the simulator stands in for zread's machine-readable mode only; "
-                f"run: {name} {args.command} --stdio\n"
-            )
-            return ExitCode.USAGE
-        return _run(args, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
+        environment = os.environ if environ is None else environ
+        return _dispatch(argv, name, stdin, stdout, err, environment)
     except ConfigurationError as error:  # the user's setup: one line, nothing changed
-        err.write(f"{PROG}: {error}\n")
+        err.write(f"{name}: {error}\n")
         return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.OK
@@ -247,7 +542,7 @@ def main(
         _silence_stdout()
         return ExitCode.OK
     except Exception as error:  # the simulator's own bug: one line, never a traceback
-        err.write(f"{PROG}: internal error: {type(error).__name__}: {error}\n")
+        err.write(f"{name}: internal error: {type(error).__name__}: {error}\n")
         if os.environ.get("ZREAD_SIM_DEBUG"):
             import traceback
 

@@ -27,22 +27,93 @@ if TYPE_CHECKING:
 __all__ = ["FlagError", "add_zread_flags", "build_session", "flags_of", "parse_flags"]
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.x.y.z")
+"""The hosts ``browse --host`` takes: the simulator serves on this machine only."""
+
+
+def _host(text: str) -> str:
+    """A loopback host, or a usage error: the simulator never listens elsewhere."""
+    import ipaddress
+
+    if text.lower() == "localhost":
+        return text
+    try:
+        loopback = ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise argparse.ArgumentTypeError(
+            f"refusing to serve on {text!r}: the simulator listens on a loopback address "
+            f"only ({', '.join(LOOPBACK)})"
+        )
+    return text
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535 (0: any free one), got {text!r}")
+    return port
+
+
 def add_zread_flags(command: argparse.ArgumentParser, name: str) -> None:
-    """The flags of ``zread <name>`` itself, as the real command takes them."""
-    command.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
-    if name == "generate":
-        command.add_argument("-y", "--yes", action="store_true", help="skip select_action")
+    """The flags of ``zread <name>`` itself, as the real command takes them.
+
+    Each flag's ``metavar`` is the value type zread's help shows (``string``, ``int``)
+    and its ``help`` the line it shows; the command line formats both (``simulator.cli``).
+    """
+    command.add_argument(
+        "--stdio",
+        action="store_true",
+        help="machine-readable mode: JSON events on stdout, JSON commands on stdin",
+    )
+    if name == "browse":
         command.add_argument(
+            "--host", metavar="string", type=_host, default="127.0.0.1", help="host to serve on"
+        )
+        command.add_argument(
+            "--port",
+            metavar="int",
+            type=_port,
+            default=9681,
+            help="port to serve on, the next free one upward when busy; 0: any free port",
+        )
+        command.add_argument(
+            "--version",
+            metavar="string",
+            default="",
+            help="the wiki version to serve (an id under .zread/wiki/versions)",
+        )
+        command.add_argument(
+            "--generate",
+            action="store_true",
+            help="generate the wiki first when there is none (accepted, not simulated)",
+        )
+    if name == "generate":
+        command.add_argument(
+            "-y", "--yes", action="store_true", help="start at once, without asking what to do"
+        )
+        command.add_argument(
+            "--draft",
             "--draft-action",
+            dest="draft_action",
+            metavar="string",
             choices=("resume", "clear", "cancel"),
             default="",
-            help="answer the draft prompt",
+            help="what to do with an unfinished draft: resume, clear or cancel",
         )
         command.add_argument(
-            "--skip-failed", action="store_true", help="answer a retry gate with skip_all"
+            "--skip-failed",
+            action="store_true",
+            help="skip the pages that failed instead of waiting for a retry",
         )
     if name == "login":
-        command.add_argument("--custom", action="store_true", help="use your own LLM provider")
+        command.add_argument(
+            "--custom", action="store_true", help="use your own LLM provider and API key"
+        )
 
 
 def flags_of(args: argparse.Namespace) -> Flags:
@@ -52,6 +123,9 @@ def flags_of(args: argparse.Namespace) -> Flags:
         draft_action=getattr(args, "draft_action", ""),
         skip_failed=getattr(args, "skip_failed", False),
         custom=getattr(args, "custom", False),
+        host=getattr(args, "host", "127.0.0.1"),
+        port=getattr(args, "port", 9681),
+        version=getattr(args, "version", ""),
     )
 
 
@@ -72,7 +146,7 @@ def parse_flags(command: str, args: Sequence[str]) -> Flags:
     """
     if command not in COMMANDS:
         raise FlagError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
-    parser = _FlagParser(prog=f"zread {command}", add_help=False)
+    parser = _FlagParser(prog=f"zread {command}", add_help=False, allow_abbrev=False)
     add_zread_flags(parser, command)
     try:
         parsed = parser.parse_args(list(args))

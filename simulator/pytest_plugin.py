@@ -28,6 +28,8 @@ SIMULATOR_VARIABLES = (
     "ZREAD_SIM_SEED",
     "ZREAD_SIM_SPEED",
     "ZREAD_SIM_HOME",
+    "ZREAD_SIM_PROJECT",
+    "ZREAD_SIM_FILES",
     "ZREAD_SIM_CONTROL",
     "ZREAD_SIM_FRAME",
 )
@@ -38,28 +40,55 @@ SIMULATOR_VARIABLES = (
 def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
     """Start zread sessions in-process, in virtual time: ``zread_sim.start("generate")``.
 
-    Sessions of one test share a fresh home: what one saves, the next one finds.
+    Sessions of one test share a fresh HOME (``zread_sim.home``: its ``.zread/`` holds
+    config.yaml, login.json) and a fresh project (``zread_sim.project``: its
+    ``.zread/wiki`` holds what generate writes): what one saves, the next one finds,
+    and the test can read the files.
     """
     from simulator.runners.virtual import ZreadSim
 
-    sim = ZreadSim(home=tmp_path_factory.mktemp("zread-home"))
+    root = tmp_path_factory.mktemp("zread-sim")
+    (root / "home").mkdir()
+    (root / "project").mkdir()
+    sim = ZreadSim(home=root / "home", project=root / "project")
     yield sim
     sim.close()
 
 
+class ZreadExecutable(type(Path())):  # type: ignore[misc]
+    """The path of the ``zread`` executable, with the places it writes to: ``home``
+    (plays HOME: ``home/.zread/``) and ``project`` (the test's working directory, whose
+    ``.zread/wiki`` a ``zread generate`` started without a ``cwd`` writes)."""
+
+    home: Path
+    project: Path
+
+
 @pytest.fixture
-def zread_bin(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def zread_bin(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> ZreadExecutable:
     """A ``zread`` executable, its folder first on PATH for this test.
 
     Steer it with ``monkeypatch.setenv("ZREAD_SIM_SCENARIO", ...)`` (and ``_SEED``,
-    ``_SPEED``); the variables start cleared.
+    ``_SPEED``); the variables start cleared. It is the script ``zread-sim install``
+    writes (with nothing baked in), so it also runs in an environment a client strips.
+    The test runs in a fresh project directory (``zread_bin.project``), and zread's
+    HOME is a fresh folder (``zread_bin.home``, through ``ZREAD_SIM_HOME``), so nothing
+    is written into the real HOME or the client's repository.
     """
-    folder = tmp_path_factory.mktemp("zread-bin")
+    root = tmp_path_factory.mktemp("zread-bin")
+    folder, home, project = root / "bin", root / "home", root / "project"
+    for made in (folder, home, project):
+        made.mkdir()
     for variable in SIMULATOR_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("ZREAD_SIM_HOME", str(tmp_path_factory.mktemp("zread-home")))
+    monkeypatch.setenv("ZREAD_SIM_HOME", str(home))
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
-    return write_zread_executable(folder)
+    monkeypatch.chdir(project)
+    executable = ZreadExecutable(write_zread_executable(folder))
+    executable.home, executable.project = home, project
+    return executable
 
 
 @pytest.fixture

@@ -1,21 +1,25 @@
 """``zread browse --stdio``: pick a wiki version, serve it on a local URL until quit.
 
-Owns: the browse vm and its flow. No wiki in the world: ``no_wiki`` (terminal).
-Several versions: ``select_version`` (vm.versions filled) until the client picks one
-by ``{"wiki_id": ...}`` or ``{"current": true}``. One version, or a picked one:
+Owns: the browse vm and its flow, and :class:`WikiSite`, the wiki drawn from the seed
+with the shape of a ``simulator.hosts.wikiserver.Site``. No wiki in the world: ``no_wiki``
+(terminal), whatever the flags. ``--version ID``: that version is served at once
+(``loading``), or, when the world has no such version, ``error`` (terminal) with
+``wiki version "ID" not found (one of ...)``. Otherwise several versions:
+``select_version`` (vm.versions filled) until the client picks one by
+``{"wiki_id": ...}`` or ``{"current": true}``. One version, or a picked one:
 ``loading`` while the server starts, then ``serving`` (vm.url) or ``error``
 (terminal). ``quit`` stops the server.
 
-The chart stays sans-I/O: it asks for a :class:`~simulator.core.effects.StartServer` with a
-:class:`WikiSite` (the catalog and page bodies drawn from the seed, the ones generate
-draws), and leaves ``loading`` when both the ``server_start`` delay has run out and the
-runner has answered with :class:`~simulator.core.effects.ServerStarted`, whichever comes
-last. A scenario failure at point ``server`` ends in ``error`` without starting one.
+The chart stays sans-I/O: it asks for a :class:`~simulator.core.effects.StartServer`
+with the site, ``--host`` and ``--port``, and leaves ``loading`` when both the
+``server_start`` delay has run out and the runner has answered with
+:class:`~simulator.core.effects.ServerStarted`, whichever comes last. A scenario
+failure at point ``server`` ends in ``error`` without starting one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
 from typing import Any
 
 import msgspec
@@ -54,20 +58,77 @@ class SelectVersionParams(msgspec.Struct):
     current: bool = False
 
 
-@dataclass(frozen=True, slots=True)
 class WikiSite:
-    """One version of the project's wiki, as the server shows it (a ``wikiserver.Site``)."""
+    """One version of the project's wiki drawn from the seed (a ``Site``): the catalog
+    generate draws, each page's markdown drawn as generate writes one (citing no file:
+    the seed's project has none). The current version's pages are drawn with the seed
+    itself, as generate draws them; every other version's with a seed of its own, so
+    versions read differently."""
 
-    project: str
-    version: str
-    timestamp: str
-    pages: tuple[wiki.Page, ...]
-    seed: int
-    version_index: int
+    def __init__(
+        self,
+        *,
+        project: str,
+        version: str,
+        timestamp: str,
+        catalog: tuple[wiki.Page, ...],
+        language: wiki.Language,
+        seed: int,
+        version_index: int,
+        current: bool = False,
+    ) -> None:
+        self.project = project
+        self.version = version
+        self.timestamp = timestamp
+        self.catalog = catalog
+        self.language: wiki.Language = language
+        self.seed = seed
+        self.version_index = version_index
+        self.current = current
+        self._page_seed = (
+            seed
+            if current
+            else random.Random(f"zread-sim:{seed}:version:{version_index}").getrandbits(32)
+        )
+        self.pages = catalog  # a page of the catalog has the shape of a SitePage
+        self._by_slug = {page.slug: page for page in catalog}
+        self._links = tuple((page.title, page.slug) for page in catalog)
 
-    def body(self, page: wiki.Page) -> tuple[str, ...]:
-        """The paragraphs of ``page`` in this version."""
-        return wiki.page_body(self.seed, self.project, page, self.version_index)
+    def markdown(self, slug: str) -> str | None:
+        page = self._by_slug.get(slug)
+        if page is None:
+            return None
+        return wiki.page_markdown(
+            page, language=self.language, seed=self._page_seed, others=self._links, sources=()
+        )
+
+    def wiki_json(self) -> bytes:
+        """wiki.json as zread writes it: keys in zread's order, ``group`` only when set,
+        2-space indent, non-ASCII raw, no trailing newline; ``generated_at`` is the
+        version's timestamp with a fraction drawn from the seed."""
+        import json
+
+        stamp = self.timestamp.removesuffix("Z")
+        if "." not in stamp:  # Go's RFC 3339 with nanoseconds: no trailing zeros
+            nanos = random.Random(f"zread-sim:{self.seed}:{self.version}").randrange(1, 10**9)
+            stamp += "." + f"{nanos:09d}".rstrip("0")
+        document = {
+            "id": self.version,
+            "generated_at": f"{stamp}Z",
+            "language": self.language,
+            "pages": [
+                {
+                    "slug": page.slug,
+                    "title": page.title,
+                    "file": f"{page.slug}.md",
+                    "section": page.section,
+                    **({"group": page.group} if page.group else {}),
+                    "level": page.level,
+                }
+                for page in self.pages
+            ],
+        }
+        return json.dumps(document, indent=2, ensure_ascii=False).encode()
 
 
 class BrowseModel(Driver):
@@ -96,6 +157,23 @@ class BrowseModel(Driver):
 
     def several(self, _: Any) -> bool:
         return len(self.rt.scenario.world.wikis) > 1
+
+    # -- --version ID --------------------------------------------------------------
+
+    def version_asked(self, _: Any) -> bool:
+        return bool(self.rt.flags.version)
+
+    def version_unknown(self, _: Any) -> bool:
+        wanted = self.rt.flags.version
+        return bool(wanted) and all(v.id != wanted for v in self.versions())
+
+    def refuse_version(self, _: Any) -> None:
+        ids = ", ".join(v.id for v in self.versions())
+        self._failure = f'wiki version "{self.rt.flags.version}" not found (one of {ids})'
+
+    def choose_asked_version(self, _: Any) -> None:
+        ids = [v.id for v in self.versions()]
+        self._chosen = ids.index(self.rt.flags.version)
 
     # -- select_version ------------------------------------------------------------
 
@@ -129,15 +207,17 @@ class BrowseModel(Driver):
 
     def site(self) -> WikiSite:
         """What to serve: the chosen version of the project's wiki."""
-        project = self.rt.scenario.world.project
+        world = self.rt.scenario.world
         version = self.versions()[self._chosen]
         return WikiSite(
-            project=project.name,
+            project=world.project.name,
             version=version.id,
             timestamp=version.timestamp,
-            pages=wiki.catalog(self.rt.seed, project.name, project.pages),
+            catalog=wiki.world_catalog(world, self.rt.seed),
+            language=wiki.wiki_language(world.config.language),
             seed=self.rt.seed,
             version_index=self._chosen,
+            current=version.is_current,
         )
 
     def start_server(self, _: Any) -> None:
@@ -146,7 +226,8 @@ class BrowseModel(Driver):
             self._failure = failure.error or DEFAULT_SERVER_ERROR
             return
         self._requested = True
-        self.rt.effect(StartServer(self.site()))
+        flags = self.rt.flags
+        self.rt.effect(StartServer(self.site(), host=flags.host, port=flags.port))
 
     def on_effect(self, effect: object, result: object) -> None:
         if not isinstance(effect, StartServer) or not isinstance(result, ServerStarted):
@@ -208,6 +289,20 @@ CHART = {
             "source": "starting",
             "dest": "no_wiki",
             "conditions": "no_wiki",
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "error",
+            "conditions": "version_unknown",
+            "before": ["begin", "refuse_version"],
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
+            "dest": "loading",
+            "conditions": "version_asked",
+            "before": ["begin", "choose_asked_version"],
         },
         {
             "trigger": "_start",

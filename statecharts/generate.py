@@ -3,8 +3,10 @@
 Owns: the generate vm and its flow.
 
 - ``select_action`` offers what the world allows: empty → generate, cancel; has_wiki →
-  generate, browse, cancel; has_draft → resume, clear, cancel. ``--yes`` skips it
-  (resuming a draft), ``--draft-action`` answers it for a draft.
+  generate, browse, cancel; has_draft → resume, clear, cancel. ``--yes`` skips it;
+  ``--draft resume|clear|cancel`` answers it for a draft. ``--yes`` alone ignores a
+  draft and starts over (the gate says ``empty``), as zread 0.2.13 does. Resuming a
+  draft whose id is already a version's ends in ``error``.
 - The catalog: a simulated agent calls tools (``tool_name`` changes at each
   ``catalog_step``); a failed attempt counts in ``auto_retry`` and starts again until
   ``max_retries`` automatic retries are spent, then ``status`` is ``error`` and the
@@ -19,9 +21,12 @@ Owns: the generate vm and its flow.
 ``zread config`` shows. Without a logged-in account the first event is the terminal
 ``error`` state.
 
-What a run leaves behind is an effect (a home persists it): a run that ends in
-``done`` after its pages ran is a :class:`~simulator.core.effects.WikiGenerated`; a
-``cancel`` while running, or a ``quit`` while running or at a gate, is a
+What a run leaves behind is an effect (a store writes it into the project's
+``.zread/wiki``): the catalog made is a :class:`~simulator.core.effects.CatalogReady`
+(a new draft, or the resumed one going on), each finished page a
+:class:`~simulator.core.effects.PageWritten`; a run that ends in ``done`` after its
+pages ran (``skip_all`` included) is a :class:`~simulator.core.effects.WikiGenerated`;
+a ``cancel`` while running, or a ``quit`` while running or at a gate, is a
 :class:`~simulator.core.effects.DraftLeft` with the pages done so far.
 """
 
@@ -34,7 +39,7 @@ from typing import Any, Literal
 import msgspec
 
 from simulator.core.driver import Driver, InvalidParams
-from simulator.core.effects import DraftLeft, WikiGenerated
+from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.scenario import wiki
 
 __all__ = [
@@ -188,8 +193,20 @@ class GenerateModel(Driver):
         self.max_concurrent: int = world.config.max_concurrent
         self.max_retries: int = world.config.max_retries
         self.vm.max_retries = self.max_retries
-        self.pages = wiki.catalog(rt.seed, world.project.name, world.project.pages)
-        self.draft_done = min(world.draft.done, len(self.pages) - 1) if world.draft else 0
+        self.language = wiki.wiki_language(world.config.language)
+        self.pages = wiki.world_catalog(world, rt.seed)
+        draft = world.draft
+        ignored = draft is not None and rt.flags.yes and not rt.flags.draft_action
+        if ignored:
+            draft = None  # zread 0.2.13: -y alone ignores a draft and starts over
+        self.draft = draft
+        self.draft_done = 0
+        if draft is not None:
+            self.draft_done = (
+                sum(1 for page in self.pages if page.slug in draft.finished)
+                if draft.finished
+                else min(draft.done, len(self.pages) - 1)
+            )
         self.catalog_step = 0
         self.catalog_round_failures = 0
         self.catalog_attempts = 0
@@ -202,7 +219,9 @@ class GenerateModel(Driver):
         self.unsettled = 0  # pending, running or retry_pending
         self.failed = 0
         gate = self.vm.select_action
-        if world.draft is not None:
+        if ignored:
+            gate.scenario = "empty"  # what zread reports then, wikis or not
+        elif draft is not None:
             gate.scenario = "has_draft"
             gate.draft_done, gate.draft_total = self.draft_done, len(self.pages)
         elif world.wikis:
@@ -228,9 +247,17 @@ class GenerateModel(Driver):
         return self._has_draft() and self.rt.flags.draft_action == "cancel"
 
     def draft_resumed(self, _: Any) -> bool:
-        flags = self.rt.flags
-        answer = flags.draft_action or ("resume" if flags.yes else "")
-        return self._has_draft() and answer == "resume"
+        return self._has_draft() and self.rt.flags.draft_action == "resume"
+
+    def draft_is_a_version(self, _: Any) -> bool:
+        """The draft's id is already a version's: zread ends such a resume in error."""
+        draft = self.draft
+        wikis = self.rt.scenario.world.wikis
+        return draft is not None and bool(draft.id) and any(w.id == draft.id for w in wikis)
+
+    def show_draft_conflict(self, _: Any) -> None:
+        assert self.draft is not None
+        self.vm.error = f"draft {self.draft.id} already exists as version {self.draft.id}"
 
     def starts_unasked(self, _: Any) -> bool:
         flags = self.rt.flags
@@ -281,6 +308,7 @@ class GenerateModel(Driver):
         if failure is None:
             catalog.status, catalog.error = "done", ""
             self._make_tasks(resumed=0)
+            self.rt.effect(CatalogReady(self.pages, self.language))
             return
         catalog.auto_retry += 1
         catalog.error = failure.error or "catalog: the model returned an invalid catalog"
@@ -297,13 +325,16 @@ class GenerateModel(Driver):
     def resume_draft(self, _: Any) -> None:
         self.vm.catalog.status = "resumed"
         self._make_tasks(resumed=self.draft_done)
+        self.rt.effect(CatalogReady(self.pages, self.language, resumed=True))
 
     def _make_tasks(self, resumed: int) -> None:
         tasks = [Task(p.id, p.title, p.slug, max_retries=self.max_retries) for p in self.pages]
-        for task in tasks[:resumed]:
-            task.state = "resumed"
+        finished = set(self.draft.finished) if resumed and self.draft is not None else set()
+        for index, task in enumerate(tasks):
+            if resumed and (task.slug in finished if finished else index < resumed):
+                task.state = "resumed"
         self.vm.pages = Pages(tasks=TaskList(tasks), done=resumed, total=len(tasks))
-        self.waiting = [task.id for task in tasks[resumed:]]  # sorted, so already a heap
+        self.waiting = [task.id for task in tasks if task.state == "pending"]  # sorted: a heap
         self.unsettled = len(self.waiting)
 
     # -- the pages ---------------------------------------------------------------------
@@ -331,6 +362,7 @@ class GenerateModel(Driver):
             task.state = "done"
             self.vm.pages.done += 1
             self.unsettled -= 1
+            self.rt.effect(PageWritten(task.id))
         else:
             task.error = failure.error or f"page {task.slug}: the model request timed out"
             if task.retry_count < task.max_retries:
@@ -476,6 +508,13 @@ CHART = {
         {
             "trigger": "_start",
             "source": "starting",
+            "dest": "error",
+            "conditions": ["draft_resumed", "draft_is_a_version"],
+            "before": "show_draft_conflict",
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
             "dest": "pages",
             "conditions": "draft_resumed",
             "before": "resume_draft",
@@ -492,6 +531,13 @@ CHART = {
             "source": "select_action",
             "dest": "catalog",
             "conditions": "chose_fresh",
+        },
+        {
+            "trigger": "select_action",
+            "source": "select_action",
+            "dest": "error",
+            "conditions": ["chose_resume", "draft_is_a_version"],
+            "before": "show_draft_conflict",
         },
         {
             "trigger": "select_action",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import platform
+import re
 import subprocess
 import sys
 import tomllib
@@ -16,9 +18,16 @@ from typing import Any
 import pytest
 
 from simulator.cli import main
+from simulator.core.driver import Flags
+from simulator.launch import flags_of
 from simulator.scenario import builtin_names
 
 COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
+GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}[sys.platform]
+GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[
+    platform.machine().lower()
+]
+QUIT = b'{"type":"quit"}\n'
 
 
 class Result:
@@ -41,66 +50,337 @@ def run(
     argv: list[str],
     environ: Mapping[str, str] | None = None,
     stdin: bytes = b"",
+    prog: str = "zread-sim",
 ) -> Result:
     """main() with a regular-file stdin holding ``stdin`` and a regular-file stdout."""
     in_path, out_path = tmp_path / "stdin", tmp_path / "stdout"
     in_path.write_bytes(stdin)
     err = io.StringIO()
     with in_path.open("rb") as fin, out_path.open("wb") as fout:
-        rc = main(argv, stdin=fin, stdout=fout, stderr=err, environ=environ or {})
+        rc = main(argv, stdin=fin, stdout=fout, stderr=err, environ=environ or {}, prog=prog)
     return Result(int(rc), out_path.read_bytes(), err.getvalue())
 
 
-def assert_one_line(stderr: str, *mentions: str) -> None:
+def assert_one_line(stderr: str, *mentions: str, name: str = "zread-sim") -> None:
     assert stderr.endswith("\n"), stderr
     assert stderr.count("\n") == 1, stderr
-    assert stderr.startswith("zread-sim: "), stderr
+    assert stderr.startswith(f"{name}: "), stderr
     assert "Traceback" not in stderr
     for text in mentions:
         assert text in stderr, (text, stderr)
 
 
-# -- help and usage errors ----------------------------------------------------------------
+# -- help ---------------------------------------------------------------------------------
+
+NAMES = ["zread", "zread-sim"]
+SUMMARIES = {
+    "browse": "Browse the generated wiki in a local web server",
+    "config": "Edit zread's configuration",
+    "generate": "Generate wiki documentation for the current repository",
+    "login": "Login flow: sign in and choose a model",
+    "update": "Update Zread to the latest version",
+    "version": "Print the version of Zread",
+}
+SIMULATOR_OPTIONS = [
+    "--scenario",
+    "--seed",
+    "--speed",
+    "--home",
+    "--project",
+    "--no-files",
+    "--control",
+    "--frame",
+]
 
 
-def test_help_lists_the_six_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"], environ={})
-    assert exit_info.value.code == 0
-    out = capsys.readouterr().out
-    for command in COMMANDS:
-        assert command in out
+def help_of(argv: list[str], prog: str = "zread") -> str:
+    """What ``prog *argv`` writes for help: checked to exit 0 with nothing on stderr."""
+    out, err = io.BytesIO(), io.StringIO()
+    rc = main(argv, stdout=out, stderr=err, environ={}, prog=prog)
+    assert (rc, err.getvalue()) == (0, ""), (argv, err.getvalue())
+    return out.getvalue().decode()
 
 
+def section(text: str, heading: str) -> list[str]:
+    """The lines of one help section, up to the blank line that ends it."""
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    return lines[start:end]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], [], ["help"]])
+def test_the_program_help_lists_the_six_commands(name: str, argv: list[str]) -> None:
+    text = help_of(argv, name)
+    listed = section(text, "Available Commands:")
+    for command, summary in SUMMARIES.items():
+        assert f"  {command:<11} {summary}" in listed
+    assert f"  {'help':<11} Help about any command" in listed
+    assert [line.split()[0] for line in listed] == sorted([*SUMMARIES, "help"])
+    assert section(text, "Usage:") == [f"  {name} [command]"]
+    assert section(text, "Flags:") == [
+        f"  -h, --help      help for {name}",
+        f"  -v, --version   version for {name}",
+    ]
+    assert text.endswith(f'Use "{name} [command] --help" for more information about a command.\n')
+
+
+def test_the_program_help_says_where_it_writes() -> None:
+    for name in NAMES:
+        text = help_of(["--help"], name)
+        assert "~/.zread/" in text and "the project's .zread/" in text and "--no-files" in text
+
+
+def test_only_zread_sim_lists_its_own_commands_and_options() -> None:
+    sim, zread = help_of(["--help"], "zread-sim"), help_of(["--help"], "zread")
+    assert [line.split()[0] for line in section(sim, "Simulator Commands:")] == [
+        "install",
+        "load",
+        "scenarios",
+    ]
+    assert "Simulator Commands:" not in zread and "scenarios" not in zread
+    for option in SIMULATOR_OPTIONS:
+        listed = re.compile(rf"^ +{option}\b", re.MULTILINE)
+        assert listed.search(sim) and not listed.search(zread)
+
+
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_command_help_mentions_stdio(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main([command, "--help"], environ={})
-    assert exit_info.value.code == 0
-    out = capsys.readouterr().out
-    assert "--stdio" in out
-    assert "--scenario" in out and "--speed" in out and "--seed" in out
+def test_every_command_help_is_cobra_shaped(name: str, command: str) -> None:
+    text = help_of([command, "--help"], name)
+    assert text == help_of([command, "-h"], name) == help_of(["help", command], name)
+    assert section(text, "Usage:") == [f"  {name} {command} [flags]"]
+    flags = section(text, "Flags:")
+    assert re.fullmatch(rf"  -h, --help +help for {command}", next(f for f in flags if "-h," in f))
+    assert any(re.fullmatch(r"      --stdio +\S.*", line) for line in flags)
+    # pflag's columns: sorted by name, every usage at one column, 3 spaces after the widest.
+    parts = [re.fullmatch(r"(  (?:-\w, |    )--([\w-]+)(?: \w+)?) +(\S.*)", f) for f in flags]
+    assert all(parts), flags
+    names = [part[2] for part in parts if part]
+    assert names == sorted(names)
+    widest = max(len(part[1]) for part in parts if part)
+    starts = {len(line) - len(part[3]) for line, part in zip(flags, parts, strict=True) if part}
+    assert starts == {widest + 3}
+    assert "usage:" not in text and "options:" not in text  # not argparse's layout
+    simulator_section = "Simulator Flags:" in text
+    assert simulator_section is (name == "zread-sim")
+    for option in SIMULATOR_OPTIONS:
+        assert bool(re.search(rf"^ +{option}\b", text, re.MULTILINE)) is (name == "zread-sim")
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_without_stdio_exits_2_with_one_line(tmp_path: Path, command: str) -> None:
-    result = run(tmp_path, [command])
+def test_the_help_texts_a_desktop_hub_probes_for() -> None:
+    generate = help_of(["generate", "--help"])
+    for text in ("Generate wiki documentation", "--stdio", "-y, --yes", "--draft", "--skip-failed"):
+        assert text in generate
+    login = help_of(["login", "--help"])
+    assert "Login flow" in login and "--custom" in login
+    assert "Update Zread to the latest version" in help_of(["update", "--help"])
+    browse = help_of(["browse", "--help"])
+    for text in ("--host string", "--port int", "--version string", "--generate"):
+        assert text in browse
+    assert '(default "127.0.0.1")' in browse and "(default 9681)" in browse
+
+
+def test_help_wins_wherever_it_stands() -> None:
+    assert help_of(["generate", "-y", "--stdio", "--help"]) == help_of(["generate", "--help"])
+    assert help_of(["--help", "--scenario", "empty"]) == help_of([])
+
+
+def test_help_of_the_simulator_commands() -> None:
+    install = help_of(["install", "--help"], "zread-sim")
+    assert section(install, "Usage:") == ["  zread-sim install DIR [flags]"]
+    for option in SIMULATOR_OPTIONS:
+        assert option in install
+    scenarios = help_of(["help", "scenarios"], "zread-sim")
+    assert section(scenarios, "Usage:") == ["  zread-sim scenarios [list|show NAME] [flags]"]
+
+
+# -- version without --stdio -------------------------------------------------------------
+
+
+def release_file(tmp_path: Path, version: str = "1.2.3") -> str:
+    path = tmp_path / "release.toml"
+    path.write_text(f'[world.release]\ncurrent_version = "{version}"\n', encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_version_prints_a_human_line(name: str) -> None:
+    assert help_of(["version"], name) == f"zread version 0.2.13 {GO_OS}/{GO_ARCH}\n"
+    assert help_of(["--version"], name) == "zread version 0.2.13\n"
+    assert help_of(["-v"], name) == "zread version 0.2.13\n"
+
+
+def test_the_version_line_comes_from_the_scenario(tmp_path: Path) -> None:
+    path = release_file(tmp_path)
+    for argv in (["version", "--scenario", path], ["--version", "--scenario", path]):
+        out = io.BytesIO()
+        assert main(argv, stdout=out, environ={}, prog="zread") == 0
+        assert out.getvalue().startswith(b"zread version 1.2.3")
+    out = io.BytesIO()
+    assert main(["version"], stdout=out, environ={"ZREAD_SIM_SCENARIO": path}, prog="zread") == 0
+    assert out.getvalue().startswith(b"zread version 1.2.3 ")
+
+
+def test_the_version_line_of_an_unknown_scenario_exits_2(tmp_path: Path) -> None:
+    result = run(tmp_path, ["--version", "--scenario", "nope"], prog="zread")
+    assert result.rc == 2 and result.stdout == b""
+    assert_one_line(result.stderr, "nope", name="zread")
+
+
+# -- usage errors --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "version"])
+def test_without_stdio_exits_2_with_one_line(tmp_path: Path, name: str, command: str) -> None:
+    result = run(tmp_path, [command], prog=name)
     assert result.rc == 2
     assert result.stdout == b""
-    assert_one_line(result.stderr, f"{command} --stdio")
+    assert_one_line(result.stderr, f"run: {name} {command} --stdio", name=name)
 
 
-def test_no_command_exits_2(tmp_path: Path) -> None:
-    result = run(tmp_path, [])
-    assert result.rc == 2
-    assert_one_line(result.stderr)
-
-
-def test_unknown_command_exits_2(tmp_path: Path) -> None:
-    result = run(tmp_path, ["frobnicate", "--stdio"])
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["frobnicate", "--stdio"], 'unknown command "frobnicate"'),
+        (["generate", "--stdio", "--bogus"], "generate: unrecognized arguments: --bogus"),
+        (["generate", "--stdio", "--draft", "keep"], "invalid choice: 'keep'"),
+        (["login", "--stdio", "-y"], "login: unrecognized arguments: -y"),
+        (["browse", "--stdio", "--port", "x"], "--port"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["help", "nope"], 'unknown help topic "nope"'),
+        (["version", "--stdio", "--spe", "0"], "--spe"),  # no abbreviations, as in zread
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_program(
+    tmp_path: Path, name: str, argv: list[str], says: str
+) -> None:
+    result = run(tmp_path, argv, prog=name)
     assert result.rc == 2
     assert result.stdout == b""
-    assert_one_line(result.stderr, "frobnicate")
+    assert_one_line(result.stderr, says, name=name)
+
+
+@pytest.mark.parametrize("command", ["scenarios", "load", "install"])
+def test_the_simulator_commands_are_unknown_to_zread(tmp_path: Path, command: str) -> None:
+    result = run(tmp_path, [command, str(tmp_path / "bin")], prog="zread")
+    assert result.rc == 2
+    assert_one_line(result.stderr, f'unknown command "{command}" for "zread"', name="zread")
+    assert not (tmp_path / "bin").exists()
+
+
+def test_the_name_comes_from_argv0(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for argv0, name in [
+        ("/usr/local/bin/zread", "zread"),
+        ("zread", "zread"),
+        ("/venv/bin/zread-sim", "zread-sim"),
+        ("/x/simulator/__main__.py", "zread-sim"),
+    ]:
+        monkeypatch.setattr(sys, "argv", [argv0])
+        err = io.StringIO()
+        assert main(["nope"], stderr=err, environ={}) == 2
+        assert err.getvalue().startswith(f"{name}: "), (argv0, err.getvalue())
+
+
+# -- zread's flags and the simulator options on the parsed arguments ----------------------
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Parse as main does, stopping where the run would start: returns the namespace."""
+    import simulator.cli
+
+    seen: list[Any] = []
+
+    def fake_run(args: Any, stdin: Any, stdout: Any, environ: Any) -> int:
+        seen.append(args)
+        return 0
+
+    monkeypatch.setattr(simulator.cli, "_run", fake_run)
+
+    def parse(
+        argv: list[str], environ: Mapping[str, str] | None = None, prog: str = "zread"
+    ) -> Any:
+        err = io.StringIO()
+        assert main(argv, stderr=err, environ=environ or {}, prog=prog) == 0, err.getvalue()
+        return seen.pop()
+
+    return parse
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_simulator_options_are_taken_under_both_names(parsed: Any, name: str) -> None:
+    argv = ["generate", "--stdio", "-y", "--scenario", "empty", "--seed", "4", "--speed", "0"]
+    argv += ["--home", "/h", "--project", "/p", "--no-files", "--control", "stdio", "--frame"]
+    args = parsed(argv, prog=name)
+    assert (args.command, args.scenario, args.seed, args.speed) == ("generate", "empty", 4, 0.0)
+    assert (args.home, args.project, args.files, args.control, args.frame) == (
+        "/h",
+        "/p",
+        False,
+        "stdio",
+        True,
+    )
+    assert flags_of(args) == Flags(yes=True)
+
+
+def test_the_simulator_options_default_to_their_variables(parsed: Any) -> None:
+    args = parsed(["config", "--stdio"])
+    assert (args.scenario, args.seed, args.speed, args.home, args.project, args.files) == (
+        "default",
+        0,
+        1.0,
+        "",
+        "",
+        True,
+    )
+    env = {"ZREAD_SIM_PROJECT": "/work/repo", "ZREAD_SIM_FILES": "0"}
+    args = parsed(["config", "--stdio"], env)
+    assert (args.project, args.files) == ("/work/repo", False)
+    args = parsed(["config", "--stdio", "--project", "/other"], env)
+    assert args.project == "/other"
+    assert parsed(["config", "--stdio"], {"ZREAD_SIM_FILES": "1"}).files is True
+
+
+def test_a_bad_files_variable_exits_2(tmp_path: Path) -> None:
+    result = run(tmp_path, ["config", "--stdio"], environ={"ZREAD_SIM_FILES": "maybe"})
+    assert result.rc == 2
+    assert_one_line(result.stderr, "ZREAD_SIM_FILES")
+
+
+@pytest.mark.parametrize("flag", ["--draft", "--draft-action"])
+@pytest.mark.parametrize("action", ["resume", "clear", "cancel"])
+def test_draft_and_its_alias_answer_the_draft_prompt(parsed: Any, flag: str, action: str) -> None:
+    args = parsed(["generate", "-y", flag, action, "--stdio", "--skip-failed"])
+    assert flags_of(args) == Flags(yes=True, draft_action=action, skip_failed=True)
+    assert flags_of(parsed(["generate", f"{flag}={action}", "--stdio"])).draft_action == action
+
+
+def test_browse_takes_host_port_version_and_generate(parsed: Any) -> None:
+    assert flags_of(parsed(["browse", "--stdio"])) == Flags(host="127.0.0.1", port=9681)
+    argv = ["browse", "--stdio", "--host", "localhost", "--port", "0", "--version", "v1"]
+    args = parsed([*argv, "--generate"])
+    assert flags_of(args) == Flags(host="localhost", port=0, version="v1")
+    for host in ("::1", "127.0.0.2", "LOCALHOST", "127.255.0.1"):
+        assert flags_of(parsed(["browse", "--stdio", "--host", host])).host == host
+    assert flags_of(parsed(["browse", "--stdio", "--port", "65535"])).port == 65535
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.4", "example.com", "::", "", "128.0.0.1"])
+def test_a_host_off_this_machine_is_refused(tmp_path: Path, host: str) -> None:
+    result = run(tmp_path, ["browse", "--stdio", "--host", host], prog="zread")
+    assert result.rc == 2 and result.stdout == b""
+    assert_one_line(result.stderr, "--host", repr(host), "loopback", name="zread")
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "x", "1.5", ""])
+def test_a_port_out_of_range_is_refused(tmp_path: Path, port: str) -> None:
+    result = run(tmp_path, ["browse", "--stdio", f"--port={port}"])
+    assert result.rc == 2 and result.stdout == b""
+    assert_one_line(result.stderr, "--port", "0-65535")
 
 
 @pytest.mark.parametrize("name", ["nope", "no-such-scenario"])
@@ -188,12 +468,19 @@ def test_a_flag_beats_its_variable(
     assert result.events[-1]["done"] is True
 
 
+def test_version_reports_the_version_real_clients_pin(tmp_path: Path) -> None:
+    for name in NAMES:
+        result = run(tmp_path, ["version", "--stdio"], prog=name)
+        assert result.rc == 0 and result.stderr == ""
+        assert result.events[-1]["vm"]["version"] == "0.2.13"
+
+
 def test_scenario_flag_beats_scenario_variable(tmp_path: Path) -> None:
-    env = {"ZREAD_SIM_SCENARIO": "up-to-date"}
+    env = {"ZREAD_SIM_SCENARIO": release_file(tmp_path)}
     by_variable = run(tmp_path, ["version", "--stdio"], environ=env)
-    assert by_variable.events[0]["vm"]["version"] == "0.9.5"
+    assert by_variable.events[0]["vm"]["version"] == "1.2.3"
     by_flag = run(tmp_path, ["version", "--stdio", "--scenario", "default"], environ=env)
-    assert by_flag.events[0]["vm"]["version"] == "0.9.4"
+    assert by_flag.events[0]["vm"]["version"] == "0.2.13"
 
 
 def test_scenario_variable_selects_a_scenario(tmp_path: Path) -> None:
@@ -202,22 +489,22 @@ def test_scenario_variable_selects_a_scenario(tmp_path: Path) -> None:
     assert result.rc == 0, result.stderr
     assert result.states == ["checking", "up_to_date"]
     assert result.events[-1]["done"] is True
-    default = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "0"})
+    default = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "0"}, stdin=QUIT)
     assert default.states[:2] == ["checking", "has_update"]
 
 
 def test_speed_variable_is_used(tmp_path: Path) -> None:
-    # At speed 0 the check is due at once, before the end of stdin is read; at a huge
-    # speed factor it is far away and the end of stdin (= quit) comes first.
-    fast = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "0"})
+    # At speed 0 the check is due at once, before the quit on stdin is read; at a huge
+    # speed factor it is far away and the quit comes first.
+    fast = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "0"}, stdin=QUIT)
     assert fast.states == ["checking", "has_update", "has_update"]
-    slow = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "1000"})
+    slow = run(tmp_path, ["update", "--stdio"], environ={"ZREAD_SIM_SPEED": "1000"}, stdin=QUIT)
     assert slow.states == ["checking", "checking"]
     assert slow.events[-1]["done"] is True
 
 
 def test_seed_variable_is_used(tmp_path: Path) -> None:
-    script = b'{"type":"select_region","params":{"region":"cn"}}\n'
+    script = b'{"type":"select_region","params":{"region":"cn"}}\n' + QUIT
     env = {"ZREAD_SIM_SPEED": "0"}
 
     def urls(argv: list[str], environ: dict[str, str]) -> list[str]:
@@ -267,7 +554,8 @@ def test_scenarios_show_prints_toml(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scenarios", "show", "up-to-date"], environ={}) == 0
     out = capsys.readouterr().out
     data = tomllib.loads(out)
-    assert data["world"]["release"]["current_version"] == "0.9.5"
+    assert data["world"]["release"]["current_version"] == "0.2.13"
+    assert data["world"]["release"]["latest_version"] == "0.2.13"
     assert data["description"]
 
 
@@ -340,3 +628,78 @@ def test_process_variables_steer_a_plain_command() -> None:
     assert events[-1]["vm"]["state"] == "package_manager"
     assert events[-1]["vm"]["package_manager"] == "brew"
     assert done.stderr == b""
+
+
+# -- install -------------------------------------------------------------------------------
+
+
+def baked_of(script: Path) -> dict[str, str]:
+    """The variables a written script sets by default (its one dict literal)."""
+    import ast
+
+    text = script.read_text()
+    literal = text[text.index("{", text.index("for _name")) : text.index(".items()")]
+    baked: dict[str, str] = ast.literal_eval(literal)
+    return baked
+
+
+def test_install_writes_an_executable_zread_and_prints_its_path(tmp_path: Path) -> None:
+    folder = tmp_path / "new" / "bin"
+    result = run(tmp_path, ["install", str(folder)])
+    assert result.rc == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout == f"{folder / 'zread'}\n".encode()
+    assert (folder / "zread").stat().st_mode & 0o111
+    assert baked_of(folder / "zread") == {}
+
+
+def test_install_bakes_the_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.toml").write_text('extends = "empty"\n')
+    argv = ["install", "bin", "--scenario", "mine.toml", "--seed", "7", "--speed", "0.5"]
+    argv += ["--home", "h", "--project", "p", "--no-files", "--control", "unix:c.sock", "--frame"]
+    result = run(tmp_path, argv)
+    assert result.rc == 0, result.stderr
+    assert baked_of(tmp_path / "bin" / "zread") == {
+        "ZREAD_SIM_SCENARIO": str(tmp_path / "mine.toml"),  # paths hold from anywhere
+        "ZREAD_SIM_SEED": "7",
+        "ZREAD_SIM_SPEED": "0.5",
+        "ZREAD_SIM_HOME": str(tmp_path / "h"),
+        "ZREAD_SIM_PROJECT": str(tmp_path / "p"),
+        "ZREAD_SIM_FILES": "0",
+        "ZREAD_SIM_CONTROL": f"unix:{tmp_path / 'c.sock'}",
+        "ZREAD_SIM_FRAME": "1",
+    }
+    run(tmp_path, ["install", "bin", "--scenario", "up-to-date", "--control", "stdio"])
+    assert baked_of(tmp_path / "bin" / "zread") == {
+        "ZREAD_SIM_SCENARIO": "up-to-date",
+        "ZREAD_SIM_CONTROL": "stdio",
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--scenario", "nope"], "nope"),
+        (["--seed", "x"], "--seed"),
+        (["--speed", "-1"], "--speed"),
+        (["--stdio"], "unrecognized arguments: --stdio"),
+        ([], "the following arguments are required: dir"),
+    ],
+)
+def test_install_refuses_a_bad_option_and_writes_nothing(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
+    folder = tmp_path / "bin"
+    result = run(tmp_path, ["install", *([str(folder)] if argv else []), *argv])
+    assert result.rc == 2
+    assert result.stdout == b""
+    assert_one_line(result.stderr, says)
+    assert not folder.exists()
+
+
+def test_install_into_a_file_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = run(tmp_path, ["install", str(tmp_path / "file")])
+    assert result.rc == 2
+    assert_one_line(result.stderr, "install", "file")

@@ -18,8 +18,8 @@ import pytest
 from simulator.core.driver import Flags
 from simulator.core.effects import SaveConfig
 from simulator.core.session import Session
-from simulator.hosts.home import Home
-from simulator.launch import add_zread_flags, build_session, flags_of, parse_flags
+from simulator.hosts.files import FileStore
+from simulator.launch import FlagError, add_zread_flags, build_session, flags_of, parse_flags
 from simulator.scenario import load_scenario
 from statecharts import COMMANDS
 
@@ -57,7 +57,8 @@ def options_of(command: str) -> set[str]:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_each_command_takes_its_own_flags_and_stdio(command: str) -> None:
     own = {
-        "generate": {"-y", "--yes", "--draft-action", "--skip-failed"},
+        "browse": {"--host", "--port", "--version", "--generate"},
+        "generate": {"-y", "--yes", "--draft", "--draft-action", "--skip-failed"},
         "login": {"--custom"},
     }
     assert options_of(command) == {"--stdio", *own.get(command, set())}
@@ -71,8 +72,41 @@ def test_parsed_flags_become_flags() -> None:
     assert parse_flags("generate", ["--yes", "--draft-action", "clear"]) == Flags(
         yes=True, draft_action="clear"
     )
+    assert parse_flags("generate", ["--draft", "resume"]) == Flags(draft_action="resume")
     assert parse_flags("login", ["--custom"]) == Flags(custom=True)
     assert parse_flags("version", ["--stdio"]) == Flags()
+    assert parse_flags("browse", ["--port", "0", "--host", "::1", "--version", "v2"]) == Flags(
+        host="::1", port=0, version="v2"
+    )
+    assert parse_flags("browse", ["--generate"]) == Flags()  # taken, changes nothing yet
+
+
+def test_browse_defaults_to_the_loopback_address_and_port_9681() -> None:
+    flags = parse_flags("browse", [])
+    assert (flags.host, flags.port, flags.version) == ("127.0.0.1", 9681, "")
+    assert (Flags().host, Flags().port, Flags().version) == ("127.0.0.1", 9681, "")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1"])
+def test_a_loopback_host_is_taken(host: str) -> None:
+    assert parse_flags("browse", ["--host", host]).host == host
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.1", "::", "zread.ai", "", "127.0.0.256"])
+def test_any_other_host_is_refused(host: str) -> None:
+    with pytest.raises(FlagError, match=r"--host: refusing to serve on .* loopback address only"):
+        parse_flags("browse", ["--host", host])
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "port", "80.0"])
+def test_a_port_outside_0_to_65535_is_refused(port: str) -> None:
+    with pytest.raises(FlagError, match=r"--port: expected a port 0-65535"):
+        parse_flags("browse", [f"--port={port}"])
+
+
+def test_flags_are_not_abbreviated() -> None:
+    with pytest.raises(FlagError, match="unrecognized arguments: --skip"):
+        parse_flags("generate", ["--skip"])
 
 
 def test_absent_flags_keep_their_defaults() -> None:
@@ -89,6 +123,9 @@ def test_absent_flags_keep_their_defaults() -> None:
         ("generate", ["--scenario", "empty"], "unrecognized arguments: --scenario empty"),
         ("generate", ["--draft-action", "keep"], "invalid choice: 'keep'"),
         ("generate", ["--draft-action"], "expected one argument"),
+        ("generate", ["--draft", "keep"], "invalid choice: 'keep'"),
+        ("browse", ["--version"], "expected one argument"),
+        ("version", ["--version", "x"], "unrecognized arguments: --version x"),
     ],
 )
 def test_a_bad_flag_is_a_value_error_naming_it(command: str, args: list[str], says: str) -> None:
@@ -145,9 +182,9 @@ def test_the_speed_scales_every_delay() -> None:
     assert later == pytest.approx(2 * first)
 
 
-def test_a_home_lays_its_world_over_the_scenario(tmp_path: Path) -> None:
-    with Home(tmp_path / "home") as home:
-        home.apply(SaveConfig({"language": "fr"}))
-        kept = first_event(build_session("config", home=home))
+def test_a_store_lays_its_world_over_the_scenario(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "home", tmp_path / "project")
+    store.apply(SaveConfig({"language": "fr"}))
+    kept = first_event(build_session("config", home=store))
     plain = first_event(build_session("config"))
     assert language_of(kept) == "fr" and language_of(plain) == "en"

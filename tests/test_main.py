@@ -32,11 +32,19 @@ def test_help_exits_0_and_lists_the_commands() -> None:
         assert command in done.stdout
 
 
-def test_no_arguments_exits_2_with_one_line() -> None:
+def test_no_arguments_prints_the_help() -> None:
     done = run()
+    assert done.returncode == 0
+    assert done.stderr == ""
+    assert done.stdout == run("--help").stdout
+
+
+def test_a_usage_error_is_one_line_naming_zread_sim() -> None:
+    done = run("frobnicate")
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("zread-sim: ")
     assert "Traceback" not in done.stderr
 
 
@@ -54,6 +62,20 @@ def test_the_package_installs_a_zread_executable_beside_the_interpreter() -> Non
     done = subprocess.run([str(zread), "version", "--stdio"], capture_output=True, timeout=30)
     assert done.returncode == 0
     assert json.loads(done.stdout)["done"] is True
-    refused = subprocess.run([str(zread), "version"], capture_output=True, timeout=30)
+    assert json.loads(done.stdout)["vm"]["version"] == "0.2.13"
+    human = subprocess.run([str(zread), "version"], capture_output=True, timeout=30)
+    assert human.returncode == 0
+    assert human.stdout.decode().startswith("zread version 0.2.13 ")
+    refused = subprocess.run([str(zread), "config"], capture_output=True, timeout=30)
     assert refused.returncode == 2
     assert refused.stderr.decode().startswith("zread: ")
+    unknown = subprocess.run([str(zread), "scenarios"], capture_output=True, timeout=30)
+    assert unknown.returncode == 2
+    assert unknown.stderr.decode().startswith('zread: unknown command "scenarios"')
+
+
+def test_the_zread_sim_script_is_zread_sim() -> None:
+    script = Path(sys.executable).parent / "zread-sim"
+    done = subprocess.run([str(script), "scenarios"], capture_output=True, timeout=30)
+    assert done.returncode == 0
+    assert done.stdout.decode().startswith("default ")

@@ -99,10 +99,12 @@ def test_simulator_variables_never_leak_into_a_test(
             leaked = sorted(k for k in os.environ if k.startswith("ZREAD_SIM_"))
             assert leaked == ["ZREAD_SIM_HOME"]
             assert os.listdir(os.environ["ZREAD_SIM_HOME"]) == []
-            done = subprocess.run(
-                ["zread", "browse", "--stdio"], input=b"", capture_output=True, timeout=30
+            zread = subprocess.Popen(
+                ["zread", "browse", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
             )
-            first = json.loads(done.stdout.splitlines()[0])
+            first = json.loads(zread.stdout.readline())
+            zread.terminate()  # SIGTERM is quit (the end of stdin is not)
+            zread.communicate(timeout=30)
             assert first["vm"]["state"] == "loading"  # the default scenario, one wiki
         """
     )
@@ -260,3 +262,18 @@ def test_zread_sim_ignores_the_simulator_variables(
     assert session.vm["state"] == "loading"
     session.wait_state("serving")
     assert session.now > 0
+
+
+def test_zread_bin_runs_in_an_environment_a_client_strips(zread_bin: Path, tmp_path: Path) -> None:
+    # A sandboxing client passes on only HOME, PATH, LANG, LC_ALL and TMPDIR.
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C", "LC_ALL": "C"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [str(zread_bin), "version", "--stdio"], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["vm"]["version"] == "0.2.13"
+    help_done = subprocess.run(
+        [str(zread_bin), "generate", "--help"], env=env, capture_output=True, timeout=30
+    )
+    assert help_done.returncode == 0 and b"Generate wiki documentation" in help_done.stdout

@@ -30,12 +30,19 @@ class InvalidParams(ProtocolError):
 
 @dataclass(frozen=True)
 class Flags:
-    """The zread flags that change a driver's flow (``zread <command> --help``)."""
+    """The zread flags that change a driver's flow (``zread <command> --help``).
+
+    ``draft_action`` is generate's ``--draft`` (alias ``--draft-action``); ``host``,
+    ``port`` and ``version`` are browse's (``--port 0``: any free port).
+    """
 
     yes: bool = False
     draft_action: str = ""
     skip_failed: bool = False
     custom: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9681
+    version: str = ""
 
 
 class Runtime(Protocol):

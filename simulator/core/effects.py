@@ -16,7 +16,9 @@ __all__ = [
     "PERSISTED",
     "AskApproval",
     "CancelApproval",
+    "CatalogReady",
     "DraftLeft",
+    "PageWritten",
     "SaveConfig",
     "SaveLogin",
     "ServerStarted",
@@ -49,8 +51,29 @@ class SaveLogin:
 
 
 @dataclass(frozen=True, slots=True)
+class CatalogReady:
+    """A generate run has its catalog: a new draft of these pages (``resumed``: the
+    draft already on disk goes on). A store gives the draft its id now (local time) and
+    writes ``drafts/wiki.json``."""
+
+    pages: tuple[Any, ...]
+    """The catalog's :class:`~simulator.scenario.wiki.Page` entries, in order."""
+    language: str
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PageWritten:
+    """Page ``page_id`` (1-based, in catalog order) is done: its markdown goes into the
+    draft."""
+
+    page_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class WikiGenerated:
-    """A generate run finished: the wiki is a new version, now current; no draft is left."""
+    """A generate run finished (every page, or the rest skipped): the draft, with the
+    pages written, is a new version and the current one; no draft is left."""
 
     pages_done: int
     pages_total: int
@@ -63,15 +86,28 @@ class DraftLeft:
     done: int
 
 
-PERSISTED = (SaveConfig, SaveLogin, WikiGenerated, DraftLeft)
-"""The effects a home keeps; without a home they change nothing anywhere."""
+PERSISTED = (SaveConfig, SaveLogin, CatalogReady, PageWritten, WikiGenerated, DraftLeft)
+"""The effects a store keeps; without one they change nothing anywhere."""
+
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``zread browse`` listens unless ``--host`` says otherwise."""
+DEFAULT_PORT = 9681
+"""The port ``zread browse`` tries first (then the next ones up); 0 is any free port."""
 
 
 @dataclass(frozen=True, slots=True)
 class StartServer:
-    """Serve a wiki over HTTP on 127.0.0.1 at an ephemeral port."""
+    """Serve ``site`` over HTTP on ``host`` (a loopback address) at ``port``.
+
+    ``site`` has the shape of :class:`simulator.hosts.wikiserver.Site` (one version of
+    a wiki: its index, each page's markdown, its wiki.json). ``port`` is the first one
+    tried, then the next ones up while they are busy; 0 is any free port.
+    """
 
     site: Any
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +117,8 @@ class StopServer:
 
 @dataclass(frozen=True, slots=True)
 class ServerStarted:
-    """The result of :class:`StartServer`: where it listens, or why it could not."""
+    """The result of :class:`StartServer`: its URL (``http://<host>:<port>``), or why
+    it could not listen (``error``, with ``url`` empty)."""
 
     url: str = ""
     error: str = ""

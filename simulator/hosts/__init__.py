@@ -1,7 +1,8 @@
 """Hosts: what a runner does for a session in the outside world.
 
 Owns: performing effects (:mod:`~simulator.hosts.effects`), the world kept across
-commands (:mod:`~simulator.hosts.home`, the store), the wiki's HTTP server
+commands in zread's own files (:mod:`~simulator.hosts.files`, the store, and
+:mod:`~simulator.hosts.zreadfiles`, their formats), the wiki's HTTP server
 (:mod:`~simulator.hosts.wikiserver`) and the ``zread`` executable writer
 (:mod:`~simulator.hosts.executable`).
 

@@ -3,8 +3,9 @@
 Owns: :class:`EffectHost`, which starts and stops the browse server and persists what
 a command saved in a :class:`Store` (with a home; without one, nothing is written
 anywhere), and :class:`Store`, the small interface a world kept across commands offers:
-the world a new session starts from, and the effects that change it.
-:class:`~simulator.hosts.home.Home` is the store today.
+the world a new session starts from, the effects that change it, and the wiki
+versions it keeps for browse to serve.
+:class:`~simulator.hosts.files.FileStore` (zread's files) is the store.
 
 Must not: call into a session. A runner hands it the effects a session call returned
 (:meth:`EffectHost.perform_all`) and feeds any result back to the session as a new
@@ -36,6 +37,11 @@ class Store(Protocol):
         """Keep what a persisted effect (:data:`~simulator.core.effects.PERSISTED`) says."""
         ...
 
+    def site(self, version: str) -> Any:
+        """Version ``version`` of the wiki as the store keeps it (a
+        :class:`~simulator.hosts.wikiserver.Site`), or None: the drawn wiki stands in."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -65,21 +71,28 @@ class EffectHost:
     def perform(self, owner: int, effect: object) -> object | None:
         """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""
         if isinstance(effect, StartServer):
-            from simulator.hosts.wikiserver import WikiServer
+            from simulator.hosts.wikiserver import ListenError, WikiServer
 
+            self._stop_server(owner)  # one server per session: a second start replaces it
+            site = effect.site
+            if self.home is not None:  # the wiki the store keeps, when it has that version
+                site = self.home.site(site.version) or site
             try:
-                server = WikiServer(effect.site)
-            except OSError as err:
-                return ServerStarted(error=f"listen on 127.0.0.1: {err.strerror}")
+                server = WikiServer(site, host=effect.host, port=effect.port)
+            except ListenError as err:
+                return ServerStarted(error=str(err))
             self.servers[owner] = server
             return ServerStarted(url=server.url)
         if isinstance(effect, StopServer):
-            server = self.servers.pop(owner, None)
-            if server is not None:
-                server.close()
+            self._stop_server(owner)
         elif isinstance(effect, PERSISTED) and self.home is not None:
             self.home.apply(effect)
         return None
+
+    def _stop_server(self, owner: int) -> None:
+        server = self.servers.pop(owner, None)
+        if server is not None:
+            server.close()
 
     def close(self) -> None:
         """Stop every server still running, and close the home."""

@@ -1,166 +1,378 @@
-"""The HTTP server behind ``zread browse``: the simulated wiki on 127.0.0.1.
+"""The HTTP server behind ``zread browse``: one version of a wiki, on a loopback address.
 
-Owns: :class:`WikiServer`, a real HTTP server on ``127.0.0.1`` at an ephemeral port,
-served from a daemon thread, and the HTML of the simulated wiki it serves. The URL
-scheme is::
+Owns: :class:`Site` and :class:`SitePage`, what a server serves (one version of a
+wiki, whoever made it: drawn from the seed, or read from a wiki's files); and
+:class:`WikiServer`, a real HTTP server served from a daemon thread; where it listens
+(a loopback host only, the port search); its routes; and the HTML of the index and of
+each page (the page's markdown rendered with markdown-it-py, imported when the first
+page is served). The routes::
 
-    GET /                     the index: project, version, the catalog as linked list
-    GET /index.html           the same index
-    GET /pages/<slug>.html    one page: its title, its paragraphs, a link back
+    GET /                     the index: the project, the version, every page linked
+    GET /<slug>               one page: its markdown rendered to HTML
+    GET /api/wiki             the version's wiki.json bytes (application/json)
+    GET /api/pages/<slug>     the page's raw markdown (text/markdown; charset=utf-8)
 
 Everything else is ``404``; any method but GET and HEAD is ``405`` with
 ``Allow: GET, HEAD``. HEAD sends the headers GET would send, without the body. Every
-response is HTML in UTF-8 with a ``Content-Length``; every text from the site is
-HTML-escaped.
+response has a ``Content-Length`` and closes its connection.
 
-Must not: serve the file system (paths are looked up in the site's catalog, never
-joined to a directory), bind anything but 127.0.0.1, or write to stdout or stderr
-(stdout carries the protocol; request logging is silenced).
+Where: the host must be ``localhost`` (bound as ``127.0.0.1``) or a loopback address
+(``127.0.0.0/8``, ``::1``), else :class:`ListenError` before any socket is made (the
+command line refuses other hosts already; this is the second guard). A port is tried,
+then the next ones up while they are in use, :data:`PORT_TRIES` in all; port 0 is any
+free port. :attr:`WikiServer.url` is ``http://<host>:<port>`` with the host as given
+(an IPv6 address in brackets).
+
+Must not: serve the file system (a path is looked up in the site's index, never joined
+to a directory, and the site is asked only for slugs of its index), know where a site's
+pages come from (anything with the shape of :class:`Site` will do),
+bind anything but a loopback address, or write to stdout or stderr (stdout carries the
+protocol; request logging is silenced). Requests are bounded: http.server's limits on
+the request line (64 KiB) and headers (100), :data:`MAX_CONNECTIONS` at a time (more
+are closed unanswered), and a connection idle for :data:`IDLE_TIMEOUT` is dropped.
 
 ``http.server`` is enough: the server answers a handful of GETs from one person's
 browser or from a client's test, on loopback; it needs no TLS, no keep-alive, no
-streaming and no routing beyond a dictionary. ``ThreadingHTTPServer`` keeps a slow
+streaming and no routing beyond a few prefixes. ``ThreadingHTTPServer`` keeps a slow
 reader from blocking the others, and its daemon threads never hold the process up.
-
-The site is anything with the shape of :class:`Site` (``statecharts.browse`` builds
-one from the seed). Page bodies are drawn on first request and kept
-(``simulator.scenario.wiki`` makes its draws safe from several threads).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import html
-import re
+import ipaddress
+import os
+import socket
+import socketserver
 import threading
-from collections.abc import Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from urllib.parse import quote, unquote, urlsplit
 
-from simulator.scenario.wiki import Page
+from simulator.core.effects import DEFAULT_HOST, DEFAULT_PORT
+from simulator.core.errors import ConfigurationError
 
-__all__ = ["Site", "WikiServer", "page_path"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence, Set
 
-HOST: Final = "127.0.0.1"
+    from markdown_it import MarkdownIt
+    from markdown_it.renderer import RendererHTML
+    from markdown_it.token import Token
+    from markdown_it.utils import EnvType, OptionsDict
+
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "PORT_TRIES",
+    "ListenError",
+    "Site",
+    "SitePage",
+    "WikiServer",
+    "loopback",
+    "page_path",
+    "render_markdown",
+]
+
+PORT_TRIES: Final = 100
+"""How many ports are tried, from the one asked for upward, before giving up."""
+MAX_CONNECTIONS: Final = 64
+"""Connections served at once; one more is closed unanswered."""
+IDLE_TIMEOUT: Final = 10.0
+"""Seconds a connection may stay silent before it is dropped."""
 ALLOWED_METHODS: Final = ("GET", "HEAD")
 _POLL_INTERVAL: Final = 0.02
 """How often the serving loop checks for shutdown: bounds how long close() takes."""
 _MAX_DRAINED_BODY: Final = 1 << 16
-_PAGE_PATH: Final = re.compile(r"^/pages/(?P<slug>[^/]+)\.html$")
-_CODE: Final = re.compile(r"`([^`]+)`")
+_HTML: Final = "text/html; charset=utf-8"
+_JSON: Final = "application/json"
+_MARKDOWN: Final = "text/markdown; charset=utf-8"
+_IN_USE: Final = frozenset(
+    code for code in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", None)) if code
+)
 
 
+@runtime_checkable
+class SitePage(Protocol):
+    """One entry of a wiki's index, in wiki.json's terms (``group`` empty when none)."""
+
+    @property
+    def slug(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def level(self) -> str: ...
+
+
+@runtime_checkable
 class Site(Protocol):
-    """What a wiki server serves: one version of one project's wiki."""
+    """One version of one project's wiki: everything a server shows.
+
+    The server looks a page up in :attr:`pages` before it asks for its markdown, so
+    :meth:`markdown` only ever sees a slug of the index. An implementation must be
+    safe to call from several threads at once (requests are answered in parallel).
+    """
 
     @property
-    def project(self) -> str: ...
+    def project(self) -> str:
+        """The project's name, the index page's heading."""
+        ...
 
     @property
-    def version(self) -> str: ...
+    def version(self) -> str:
+        """The version id (wiki.json's ``id``)."""
+        ...
 
     @property
-    def timestamp(self) -> str: ...
+    def pages(self) -> Sequence[SitePage]:
+        """The index, in the wiki's order."""
+        ...
 
-    @property
-    def pages(self) -> Sequence[Page]: ...
+    def markdown(self, slug: str) -> str | None:
+        """The raw markdown of the page ``slug``, or None when it has none."""
+        ...
 
-    def body(self, page: Page) -> Sequence[str]:
-        """The paragraphs of ``page``, plain text."""
+    def wiki_json(self) -> bytes:
+        """The bytes of this version's wiki.json."""
         ...
 
 
-def page_path(page: Page) -> str:
+class ListenError(ConfigurationError):
+    """The server cannot listen where it was asked (the user's host or port); the text
+    says why, as Go would (``listen tcp 127.0.0.1:9681: bind: address already in
+    use``). ``errno`` is the bind's, when a bind failed."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = code
+
+
+def loopback(host: str) -> tuple[socket.AddressFamily, str]:
+    """The address family and the address to bind for ``host``.
+
+    Raises :class:`ValueError` unless ``host`` is ``localhost`` or a loopback address.
+    """
+    if host.lower() == "localhost":
+        return socket.AF_INET, "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise ValueError(f"{host!r} is not a loopback address")
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return family, str(address)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def page_path(slug: str) -> str:
     """The path a page is served at."""
-    return f"/pages/{quote(page.slug, safe='')}.html"
+    return "/" + quote(slug, safe="")
+
+
+# -- markdown ----------------------------------------------------------------------
 
 
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
 
 
+def _link_open(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """Links to pages go to ``/<slug>``; other relative targets (source citations such
+    as ``src/app.py#L1-L9``) keep their text, with the target as a title, and no href:
+    the server serves no file of the project."""
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    parts = urlsplit(href)
+    if href and not (parts.scheme or parts.netloc or href.startswith(("/", "#"))):
+        target = unquote(parts.path).removeprefix("./").removesuffix(".md")
+        slugs: Set[str] = env["slugs"]
+        if target in slugs:
+            fragment = f"#{parts.fragment}" if parts.fragment else ""
+            token.attrSet("href", page_path(target) + fragment)
+        else:
+            token.attrs.pop("href", None)
+            token.attrSet("class", "source")
+            token.attrSet("title", href)
+    return renderer.renderToken(tokens, idx, options, env)
+
+
+def _is_mermaid(token: Token) -> bool:
+    return token.info.strip().split(maxsplit=1)[:1] == ["mermaid"]
+
+
+@functools.cache
+def _markdown_it() -> MarkdownIt:
+    """One parser for the process (markdown-it keeps no state between renders)."""
+    from markdown_it import MarkdownIt
+    from markdown_it.renderer import RendererHTML
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    assert isinstance(md.renderer, RendererHTML)
+    default_fence = md.renderer.rules["fence"]
+
+    def fence(
+        renderer: RendererHTML,
+        tokens: Sequence[Token],
+        idx: int,
+        options: OptionsDict,
+        env: EnvType,
+    ) -> str:
+        # A mermaid block stays its text, in <pre class="mermaid">; others as usual.
+        if _is_mermaid(tokens[idx]):
+            return f'<pre class="mermaid">{_esc(tokens[idx].content)}</pre>\n'
+        return str(default_fence(tokens, idx, options, env))
+
+    md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("fence", fence)
+    return md
+
+
+def render_markdown(text: str, slugs: Set[str]) -> str:
+    """``text`` (a page's markdown) as HTML: raw HTML is escaped, links to a slug of
+    ``slugs`` point at its page, fenced code and mermaid blocks are ``<pre>``."""
+    return str(_markdown_it().render(text, {"slugs": slugs}))
+
+
+# -- the pages ---------------------------------------------------------------------
+
+
 def _document(title: str, main: str) -> str:
     return (
         "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<html>\n<head>\n<meta charset="utf-8">\n'
         f"<title>{_esc(title)}</title>\n</head>\n<body>\n{main}</body>\n</html>\n"
     )
 
 
-def _paragraph(text: str) -> str:
-    # Escape first, then mark `code` spans: the backticks survive escaping unchanged.
-    return "<p>" + _CODE.sub(r"<code>\1</code>", _esc(text)) + "</p>\n"
+def _entry(page: SitePage) -> str:
+    level = f' <span class="level">{_esc(page.level)}</span>' if page.level else ""
+    return f'<li><a href="{_esc(page_path(page.slug))}">{_esc(page.title)}</a>{level}</li>\n'
 
 
-class _Renderer:
-    """The HTML of one site, drawn on demand and kept."""
+def _index(site: Site, pages: Sequence[SitePage]) -> str:
+    """Every page in order; a heading wherever the section (or the group) changes."""
+    parts: list[str] = []
+    section: str | None = None
+    group: str | None = None
+    for page in pages:
+        if page.section != section or page.group != group:
+            if section is not None:
+                parts.append("</ul>\n")
+            if page.section != section:
+                if section is not None:
+                    parts.append("</section>\n")
+                parts.append(f"<section>\n<h2>{_esc(page.section or 'Pages')}</h2>\n")
+                section = page.section
+            if page.group:
+                parts.append(f"<h3>{_esc(page.group)}</h3>\n")
+            group = page.group
+            parts.append("<ul>\n")
+        parts.append(_entry(page))
+    if section is not None:
+        parts.append("</ul>\n</section>\n")
+    listing = "".join(parts) or "<p>This wiki has no pages.</p>\n"
+    main = (
+        f"<main>\n<h1>{_esc(site.project)}</h1>\n"
+        f'<p class="version">Version <code>{_esc(site.version)}</code></p>\n'
+        f"<nav>\n{listing}</nav>\n</main>\n"
+    )
+    return _document(f"{site.project} wiki", main)
 
-    def __init__(self, site: Site) -> None:
-        self.site = site
-        self._by_slug: dict[str, Page] = {}
-        for page in site.pages:
-            self._by_slug.setdefault(page.slug, page)
-        self._index = self._render_index()
-        self._rendered: dict[str, str] = {}
 
-    def _version_line(self) -> str:
-        site = self.site
-        return (
-            f'<p class="version">Version <code>{_esc(site.version)}</code>, '
-            f"generated {_esc(site.timestamp)}</p>\n"
-        )
-
-    def _render_index(self) -> str:
-        site = self.site
-        items = "".join(
-            f'<li><a href="{_esc(page_path(page))}">{_esc(page.title)}</a></li>\n'
-            for page in site.pages
-        )
-        main = (
-            f"<main>\n<h1>{_esc(site.project)}</h1>\n{self._version_line()}"
-            f'<nav>\n<ol class="catalog">\n{items}</ol>\n</nav>\n</main>\n'
-        )
-        return _document(f"{site.project} wiki", main)
-
-    def _render_page(self, page: Page) -> str:
-        site = self.site
-        paragraphs = tuple(site.body(page))
-        main = (
-            f'<nav><a href="/">{_esc(site.project)}</a> / {_esc(page.title)}</nav>\n'
-            f"<main>\n<h1>{_esc(page.title)}</h1>\n{self._version_line()}"
-            + "".join(map(_paragraph, paragraphs))
-            + '<p><a href="/">Back to the catalog</a></p>\n</main>\n'
-        )
-        return _document(f"{page.title} - {site.project}", main)
-
-    def render(self, path: str) -> str | None:
-        """The HTML at ``path`` (no query), or None when there is nothing there."""
-        if path in ("/", "/index.html"):
-            return self._index
-        match = _PAGE_PATH.match(path)
-        if match is None:
-            return None
-        page = self._by_slug.get(match["slug"])
-        if page is None:
-            return None
-        rendered = self._rendered.get(page.slug)
-        if rendered is None:
-            rendered = self._rendered.setdefault(page.slug, self._render_page(page))
-        return rendered
+def _page(site: Site, page: SitePage, body: str) -> str:
+    about = " / ".join(_esc(part) for part in (page.section, page.group) if part)
+    if page.level:
+        about = f"{about} · {_esc(page.level)}" if about else _esc(page.level)
+    main = (
+        f'<nav><a href="/">{_esc(site.project)}</a> / {_esc(page.title)}</nav>\n'
+        f"<main>\n<article>\n<h1>{_esc(page.title)}</h1>\n"
+        + (f'<p class="about">{about}</p>\n' if about else "")
+        + body
+        + "</article>\n</main>\n"
+        f'<footer><a href="/">Index</a> · version <code>{_esc(site.version)}</code></footer>\n'
+    )
+    return _document(f"{page.title} - {site.project}", main)
 
 
 _NOT_FOUND: Final = _document(
-    "404 Not Found", '<main>\n<h1>Not found</h1>\n<p><a href="/">The catalog</a></p>\n</main>\n'
-)
+    "404 Not Found", '<main>\n<h1>Not found</h1>\n<p><a href="/">The index</a></p>\n</main>\n'
+).encode()
 _NOT_ALLOWED: Final = _document(
     "405 Method Not Allowed",
     "<main>\n<h1>Method not allowed</h1>\n<p>This wiki answers GET and HEAD.</p>\n</main>\n",
-)
+).encode()
+_API_NOT_FOUND: Final = b'{"error":"not found"}'
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: HTTPStatus
+    content_type: str
+    body: bytes
+
+
+class _Routes:
+    """What each path answers, for one site. The index is drawn once; a page's
+    markdown is asked for (and rendered) on each request."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        pages = tuple(site.pages)
+        self._by_slug: dict[str, SitePage] = {}
+        for page in pages:
+            self._by_slug.setdefault(page.slug, page)
+        self._slugs = frozenset(self._by_slug)
+        self._index = _Reply(HTTPStatus.OK, _HTML, _index(site, pages).encode())
+
+    def get(self, path: str) -> _Reply:
+        """The reply to GET ``path`` (decoded, without the query)."""
+        if path == "/":
+            return self._index
+        if path == "/api/wiki":
+            return _Reply(HTTPStatus.OK, _JSON, self.site.wiki_json())
+        if path.startswith("/api/"):
+            slug = path.removeprefix("/api/pages/")
+            text = self._markdown(slug) if slug != path else None
+            if text is None:
+                return _Reply(HTTPStatus.NOT_FOUND, _JSON, _API_NOT_FOUND)
+            return _Reply(HTTPStatus.OK, _MARKDOWN, text.encode())
+        slug = path.removeprefix("/")
+        text = self._markdown(slug)
+        if text is None:
+            return _Reply(HTTPStatus.NOT_FOUND, _HTML, _NOT_FOUND)
+        page = self._by_slug[slug]
+        body = _page(self.site, page, render_markdown(text, self._slugs))
+        return _Reply(HTTPStatus.OK, _HTML, body.encode())
+
+    def _markdown(self, slug: str) -> str | None:
+        if slug not in self._by_slug:
+            return None  # only a slug of the index ever reaches the site
+        return self.site.markdown(slug)
+
+
+# -- the server --------------------------------------------------------------------
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    timeout = IDLE_TIMEOUT
 
     def version_string(self) -> str:
         return "zread-sim"
@@ -172,16 +384,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command in ALLOWED_METHODS:
             return True
         self._drain_body()
-        self._reply(HTTPStatus.METHOD_NOT_ALLOWED, _NOT_ALLOWED, allow=", ".join(ALLOWED_METHODS))
+        self._reply(
+            _Reply(HTTPStatus.METHOD_NOT_ALLOWED, _HTML, _NOT_ALLOWED),
+            allow=", ".join(ALLOWED_METHODS),
+        )
         return False
 
     def do_GET(self) -> None:
-        path = unquote(urlsplit(self.path).path)
-        text = self.server.renderer.render(path)
-        if text is None:
-            self._reply(HTTPStatus.NOT_FOUND, _NOT_FOUND)
-        else:
-            self._reply(HTTPStatus.OK, text)
+        self._reply(self.server.routes.get(unquote(urlsplit(self.path).path)))
 
     do_HEAD = do_GET
 
@@ -194,18 +404,17 @@ class _Handler(BaseHTTPRequestHandler):
         if 0 < length <= _MAX_DRAINED_BODY:
             self.rfile.read(length)
 
-    def _reply(self, status: HTTPStatus, text: str, *, allow: str = "") -> None:
-        data = text.encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
+    def _reply(self, reply: _Reply, *, allow: str = "") -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
         self.send_header("X-Content-Type-Options", "nosniff")
         if allow:
             self.send_header("Allow", allow)
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(data)
+            self.wfile.write(reply.body)
 
     def log_message(self, format: str, *args: object) -> None:
         """Silenced: stdout is the protocol's, stderr is for the simulator's own lines."""
@@ -213,32 +422,87 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # On Windows SO_REUSEADDR lets a second socket take a port in use: the port search
+    # would never see it busy.
+    allow_reuse_address = os.name != "nt"
 
-    def __init__(self, renderer: _Renderer) -> None:
-        self.renderer = renderer
-        super().__init__((HOST, 0), _Handler)
+    def __init__(
+        self, routes: _Routes, family: socket.AddressFamily, address: tuple[str, int]
+    ) -> None:
+        self.routes = routes
+        self.address_family = family
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind also looks the host's name up (socket.getfqdn): slow on
+        # some machines, and of no use here.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # too many at once: closed unanswered
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Silenced: a browser that hangs up mid-response is not worth a traceback."""
 
 
+def _listen(routes: _Routes, host: str, port: int) -> _Server:
+    """A server bound at ``port`` or the first free one above it (any, for 0)."""
+    try:
+        family, address = loopback(host)
+    except ValueError:
+        raise ListenError(
+            f"listen tcp {_host_port(host, port)}: refusing a non-loopback address"
+        ) from None
+    last = port if port == 0 else min(port + PORT_TRIES - 1, 65535)
+    for candidate in range(port, last + 1):
+        try:
+            return _Server(routes, family, (address, candidate))
+        except OSError as err:
+            if err.errno in _IN_USE and candidate < last:
+                continue
+            reason = (err.strerror or str(err)).lower()
+            where = _host_port(address, candidate)
+            tried = f" (tried ports {port}-{last})" if err.errno in _IN_USE and last > port else ""
+            raise ListenError(f"listen tcp {where}: bind: {reason}{tried}", err.errno) from err
+    raise AssertionError("unreachable: the last candidate returns or raises")
+
+
 class WikiServer:
     """A running wiki server; :meth:`close` stops it (safe to call more than once).
 
-    Raises :class:`OSError` when the socket cannot be bound.
+    Raises :class:`ListenError` when it cannot listen: a host that is not loopback, no
+    free port among those tried, or any other bind failure.
     """
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
         self.site = site
-        self._httpd = _Server(_Renderer(site))
-        port = self._httpd.server_address[1]
-        self.url = f"http://{HOST}:{port}/"
+        self.host = host
+        self._httpd = _listen(_Routes(site), host, port)
+        url_host = host if host.lower() == "localhost" else self._httpd.server_name
+        self.url = f"http://{_host_port(url_host, self.port)}"
         self._closed = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": _POLL_INTERVAL},
-            name=f"wikiserver:{port}",
+            name=f"wikiserver:{self.port}",
             daemon=True,
         )
         self._thread.start()

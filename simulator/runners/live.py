@@ -6,7 +6,9 @@ on a thread, thousands of sessions on one asyncio loop):
 
 1. the first event is written before anything is read (:meth:`LiveSession.start`);
 2. a line is answered after the timers due before it have fired;
-3. end of input and a signal are ``quit``;
+3. a signal is ``quit``; end of input is not: zread keeps running, its timers go on
+   firing, and once it waits for an answer nobody can give, it says so in one line on
+   stderr and waits (a client that spawns it with a null stdin gets a whole run);
 4. a reader that went away (stdout closed) ends the run quietly, code 0;
 5. once ``done:true`` is written (after whatever a split event still had to write)
    the run is over, code 0;
@@ -44,8 +46,11 @@ __all__ = ["READ_SIZE", "SIGNALS", "Endpoint", "LiveSession"]
 READ_SIZE = 1 << 16
 """How much of the client's stream a loop reads at a time."""
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """The signals a loop answers with :meth:`LiveSession.quit` (rule 3)."""
+
+NOBODY_ANSWERS = "zread: stdin is closed: nothing can answer; waiting for {waiting} (SIGTERM quits)"
+"""The stderr line of a session left waiting after the end of its input."""
 
 
 class Endpoint(Protocol):
@@ -71,12 +76,14 @@ class LiveSession:
         "_paused_at",
         "_resume_at",
         "_stopped",
+        "_told",
         "_waiting",
         "code",
         "control",
         "endpoint",
         "host",
         "hung",
+        "input_closed",
         "intercept",
         "on_finish",
         "on_fire",
@@ -128,6 +135,9 @@ class LiveSession:
         self._stopped = False
         self._done = False
         """The session's ``done:true`` event came out (as its outcomes said)."""
+        self.input_closed = False
+        """The client's stream ended: nothing more will be read."""
+        self._told = False
 
     # -- the clock -------------------------------------------------------------------
 
@@ -173,7 +183,9 @@ class LiveSession:
             if self._done:
                 return
         if not data:
-            self.quit()
+            self.input_closed = True
+            self.reading = False
+            self._settle()
 
     def feed(self, line: bytes) -> None:
         """(2) One command line, answered after the timers due before it."""
@@ -187,7 +199,7 @@ class LiveSession:
         self._settle()
 
     def quit(self) -> None:
-        """(3) End of input or a signal: the session quits, as with ``quit``."""
+        """(3) A signal, or a runner ending the session: it quits, as with ``quit``."""
         if self._stopped or self._done:
             return
         self.tick()
@@ -311,9 +323,15 @@ class LiveSession:
 
     def _settle(self) -> None:
         """(5) Done and everything written: the run is over (a control peer's frames
-        may still be written)."""
-        if self._done and not self._waiting and not self._stopped:
+        may still be written). (3) Left waiting with its input closed: say so, once."""
+        if self._stopped or self._waiting:
+            return
+        if self._done:
             self._finish(0)
+        elif self.input_closed and not self._told and self.next_wakeup() is None:
+            self._told = True
+            waiting = ", ".join(self.session.waiting_for) or "nothing"
+            self.endpoint.stderr(NOBODY_ANSWERS.format(waiting=waiting))
 
     def _end(self, code: int) -> None:
         """An exit, or the reader gone: nothing more is written or read."""

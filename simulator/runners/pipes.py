@@ -6,8 +6,9 @@ pair of ``os.pipe()``s, and hands the client the ends a subprocess would give it
 objects (:func:`spawn`) or as asyncio streams (:func:`spawn_async`). The bytes are
 exactly those of ``python -m simulator``: the same runner writes them.
 
-Signals are the process's business and stay untouched: end of input (closing
-``stdin``) is the way to quit, as it is for a real zread.
+Signals are the process's business and stay untouched. As with a real zread, closing
+``stdin`` does not end the session; :meth:`PipeProcess.terminate` does what SIGTERM
+does to the process (quit), and ``close()`` sends it.
 """
 
 from __future__ import annotations
@@ -38,24 +39,30 @@ class PipeProcess:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.returncode: int | None = None
-        self._runner: ProcessRunner | None = None
         in_r, self._in_w = os.pipe()
         self._out_r, out_w = os.pipe()
+        # Closed by _serve when the run ends.
+        stdin = open(in_r, "rb", buffering=0)  # noqa: SIM115
+        stdout = open(out_w, "wb", buffering=0)  # noqa: SIM115
+        self._runner = ProcessRunner(session, stdin, stdout, effects=EffectHost())
         self._thread = threading.Thread(
-            target=self._serve, args=(in_r, out_w), name=f"zread-sim {session.chart.name}"
+            target=self._serve, args=(stdin, stdout), name=f"zread-sim {session.chart.name}"
         )
         self._thread.daemon = True
         self._thread.start()
 
-    def _serve(self, in_r: int, out_w: int) -> None:
-        with open(in_r, "rb", buffering=0) as stdin, open(out_w, "wb", buffering=0) as stdout:
-            self._runner = ProcessRunner(self.session, stdin, stdout, effects=EffectHost())
+    def _serve(self, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+        with stdin, stdout:
             self.returncode = self._runner.run()
 
+    def terminate(self) -> None:
+        """Quit, as SIGTERM makes the process quit (no signal reaches a thread)."""
+        self._runner.terminate()
+
     def kill(self) -> None:
-        """End a session stuck in a ``hang`` fault (no signal reaches a thread)."""
-        if self._runner is not None:
-            self._runner.release()
+        """End a session stuck in a ``hang`` fault, which nothing else ends."""
+        self._runner.terminate()
+        self._runner.release()
 
     def take_fds(self) -> tuple[int, int]:
         """The client's ends (stdin write end, stdout read end); the caller owns them."""
@@ -80,10 +87,11 @@ class FilePipeProcess(PipeProcess):
         self.stdout: IO[bytes] = open(out_r, "rb")  # noqa: SIM115 - closed by close()
 
     def close(self) -> None:
-        """Close both ends (end of input makes the session quit) and wait for it."""
+        """Close stdin, end the session as SIGTERM would, and wait for it."""
         if not self.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.stdin.close()
+        self.terminate()
         if self.wait(1) is None:  # a hang: nothing ends it but this
             self.kill()
             self.wait(5)
@@ -115,10 +123,15 @@ class AsyncPipeProcess:
         await asyncio.get_running_loop().run_in_executor(None, self.process.wait)
         return self.process.returncode
 
+    def terminate(self) -> None:
+        """Quit, as SIGTERM makes the process quit."""
+        self.process.terminate()
+
     async def close(self) -> None:
-        """Close stdin (the session quits) and wait for it."""
+        """Close stdin, end the session as SIGTERM would, and wait for it."""
         if not self.stdin.is_closing():
             self.stdin.close()
+        self.process.terminate()
         await self.wait()
 
 

@@ -109,6 +109,7 @@ class ProcessRunner:
         self._control = control
         """``--control``: "" (none), ``stdio`` or ``unix:PATH``."""
         self._signalled = False
+        self._wake: int | None = None
         self._released = threading.Event()
 
     def run(self) -> int:
@@ -154,6 +155,8 @@ class ProcessRunner:
                 # 2. Sleep until input arrives or the next wake-up is due.
                 wake = live.next_wakeup()
                 timeout = None if wake is None else max(0.0, wake - self._clock())
+                if self._signalled:
+                    timeout = 0.0  # terminate() came before the selector could hear it
                 ready = selector.select(timeout)
                 # 3. Fire what is due by now, writing each event as it comes.
                 live.tick()
@@ -179,16 +182,27 @@ class ProcessRunner:
         """End a ``hang`` (for a runner on a thread, which no signal reaches)."""
         self._released.set()
 
+    def terminate(self) -> None:
+        """Quit as a signal would, from any thread (a runner on a thread, which no
+        signal reaches, is ended this way)."""
+        self._signalled = True
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake, b"\0")
+
     @contextlib.contextmanager
     def _signals_as_quit(self) -> Iterator[int | None]:
-        """SIGTERM and SIGINT set a flag and wake the selector (main thread only)."""
+        """SIGTERM, SIGINT and SIGHUP (main thread only) and :meth:`terminate` set a
+        flag and wake the selector."""
         try:
             read_end, write_end = os.pipe()
         except OSError:
             yield None
             return
         os.set_blocking(write_end, False)
+        self._wake = write_end
         previous: dict[signal.Signals, Any] = {}
+        old_fd: int | None = None
 
         def on_signal(signum: int, frame: object) -> None:
             self._signalled = True
@@ -198,15 +212,14 @@ class ProcessRunner:
             for signum in SIGNALS:
                 previous[signum] = signal.signal(signum, on_signal)
         except ValueError:  # not the main thread: signals stay as they are
-            os.close(read_end)
-            os.close(write_end)
-            yield None
-            return
+            pass
         try:
             yield read_end
         finally:
+            self._wake = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            signal.set_wakeup_fd(old_fd)
+            if old_fd is not None:
+                signal.set_wakeup_fd(old_fd)
             os.close(read_end)
             os.close(write_end)

@@ -58,6 +58,7 @@ class SimSession:
         """Every event so far, decoded: the dicts the process would print."""
         self.transcript: list[TranscriptLine] = []
         self._cursor = 0
+        self._stdin_closed = False
         self._take(session.start())
 
     # -- what a test reads ---------------------------------------------------------
@@ -107,11 +108,19 @@ class SimSession:
     def send_line(self, line: bytes | str) -> list[Event]:
         """Send one raw line (without its newline), as a client would write it."""
         data = line.encode("utf-8") if isinstance(line, str) else line
+        if self._stdin_closed:
+            raise SimulationError(self._why("stdin is closed (close_stdin)"))
         self.transcript.append(TranscriptLine("in", self.now, data))
         return self._take(self._session.feed(data))
 
     def close_stdin(self) -> list[Event]:
-        """End of input: the session quits, as the process does."""
+        """End of input: nothing more can be sent, and, as with zread, the session goes
+        on (timers fire as the test waits); :meth:`quit` ends it."""
+        self._stdin_closed = True
+        return []
+
+    def quit(self) -> list[Event]:
+        """End the session as SIGTERM ends the process: the final ``done:true`` event."""
         return [] if self.done else self._take(self._session.quit())
 
     def advance(self, seconds: float) -> list[Event]:
@@ -154,7 +163,7 @@ class SimSession:
     def close(self) -> None:
         """Quit if still running and release what the session holds (servers)."""
         if not self.done:
-            self.close_stdin()
+            self.quit()
         self._effects.close()
 
     def __enter__(self) -> SimSession:
@@ -191,24 +200,27 @@ def start(
     seed: int = 0,
     speed: float = 1.0,
     home: str | os.PathLike[str] | None = None,
+    project: str | os.PathLike[str] | None = None,
 ) -> SimSession:
     """Start ``zread <command> *args --stdio`` in virtual time.
 
-    ``args`` are zread's own flags (``"-y"``, ``"--draft-action", "resume"``, ...);
-    ``scenario`` a built-in name, a TOML path, or a loaded :class:`Scenario`; ``home``
-    a directory whose world persists across sessions, as ``--home`` does.
+    ``args`` are zread's own flags (``"-y"``, ``"--draft", "resume"``, ...); ``scenario``
+    a built-in name, a TOML path, or a loaded :class:`Scenario`. With ``home`` (the
+    directory that plays HOME: ``home/.zread/config.yaml``...) and/or ``project`` (the
+    directory whose ``.zread/wiki`` the wiki is written into), the session reads and
+    writes zread's files there, as the process does; ``home`` alone is both. Without
+    either, nothing is written anywhere.
     """
-    from simulator.hosts.home import Home
     from simulator.launch import build_session
 
-    kept = Home(home) if home is not None else None
-    try:
-        session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=kept)
-    except BaseException:
-        if kept is not None:
-            kept.close()
-        raise
-    return SimSession(session, effects=EffectHost(home=kept))
+    store = None
+    where = project if project is not None else home
+    if where is not None:
+        from simulator.hosts.files import FileStore
+
+        store = FileStore(home, where)
+    session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
+    return SimSession(session, effects=EffectHost(home=store))
 
 
 class ZreadSim:
@@ -216,17 +228,23 @@ class ZreadSim:
 
     The logic of the ``zread_sim`` fixture, usable without pytest::
 
-        sim = ZreadSim()
+        sim = ZreadSim(home=tmp / "home", project=tmp / "project")
         session = sim.start("generate", "-y", scenario="flaky-pages")
         session.wait_done()
         sim.close()
 
-    With a ``home``, what one session saves (config, login, a generated wiki, a draft)
-    is what the next one finds, as with zread on one machine.
+    With a ``home`` and a ``project``, what one session saves (config, login, a
+    generated wiki, a draft) is in zread's files there, and is what the next one finds,
+    as with zread on one machine; a test can read the files.
     """
 
-    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        project: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.home = home
+        self.project = project
         self.sessions: list[SimSession] = []
 
     def start(
@@ -238,7 +256,15 @@ class ZreadSim:
         speed: float = 1.0,
     ) -> SimSession:
         """Start ``zread <command> *args --stdio`` in virtual time (see :func:`start`)."""
-        session = start(command, *args, scenario=scenario, seed=seed, speed=speed, home=self.home)
+        session = start(
+            command,
+            *args,
+            scenario=scenario,
+            seed=seed,
+            speed=speed,
+            home=self.home,
+            project=self.project,
+        )
         self.sessions.append(session)
         return session
 

@@ -15,7 +15,25 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Account", "Draft", "Login", "Project", "Release", "Settings", "WikiVersion", "World"]
+__all__ = [
+    "LEVELS",
+    "MAX_PAGES",
+    "Account",
+    "Draft",
+    "Login",
+    "PageSpec",
+    "Project",
+    "Release",
+    "Settings",
+    "WikiVersion",
+    "World",
+]
+
+LEVELS = ("Beginner", "Intermediate", "Advanced")
+"""The reading levels a wiki page may have (wiki.json's ``level``)."""
+
+MAX_PAGES = 5000
+"""The most pages a scenario's wiki may have."""
 
 
 class Account(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -47,8 +65,8 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Release(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The installed zread and what the update server offers."""
 
-    current_version: str = "0.9.4"
-    latest_version: str = "0.9.5"
+    current_version: str = "0.2.13"
+    latest_version: str = "0.2.14"
     channel: str = "stable"
     go_version: str = "go1.24.4"
     package_manager: str = ""
@@ -81,15 +99,49 @@ class Login(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise ValueError("auth_timeout must be a finite number of seconds > 0")
 
 
-class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The repository zread documents; its wiki's pages are drawn from the seed."""
+class PageSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One page a scenario asks for, in catalog order (a ``[[world.project.pages]]`` table).
 
-    name: str = "acme/widget"
-    pages: int = 16
+    ``section`` and ``level`` left empty are filled in from the seed like a drawn page's;
+    ``group`` empty means the page belongs to no group. Frozen, so a catalog of them can
+    be a cache key.
+    """
+
+    title: str
+    section: str = ""
+    group: str = ""
+    level: str = ""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.pages <= 5000:
-            raise ValueError("pages must be an integer 1-5000")
+        if not self.title.strip():
+            raise ValueError("title must not be empty")
+        if self.level and self.level not in LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {self.level!r}")
+
+
+class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The repository zread documents and its wiki's pages.
+
+    ``pages`` is a count (the titles, sections and levels are drawn from the seed) or
+    the pages themselves, in catalog order. The wiki's language is not here: it is the
+    config's ``language`` (``zh...`` is Chinese, anything else English), as zread takes
+    it from ``config.yaml``.
+    """
+
+    name: str = "acme/widget"
+    pages: int | list[PageSpec] = 16
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pages, int):
+            if not 1 <= self.pages <= MAX_PAGES:
+                raise ValueError(f"pages must be an integer 1-{MAX_PAGES}")
+        elif not 1 <= len(self.pages) <= MAX_PAGES:
+            raise ValueError(f"pages must list 1-{MAX_PAGES} [[world.project.pages]] tables")
+
+    @property
+    def page_count(self) -> int:
+        """How many pages the wiki has, whichever way ``pages`` gives them."""
+        return self.pages if isinstance(self.pages, int) else len(self.pages)
 
 
 class WikiVersion(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -101,9 +153,13 @@ class WikiVersion(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class Draft(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """A generation left half done: its first ``done`` catalog pages are finished."""
+    """A generation left half done: its first ``done`` catalog pages are finished, or,
+    for a draft read from disk, the pages whose slugs ``finished`` lists (``id`` is the
+    wiki id it was given when its catalog was made)."""
 
     done: int = 0
+    id: str = ""
+    finished: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.done < 0:

@@ -17,7 +17,9 @@ from simulator.core.effects import (
     PERSISTED,
     AskApproval,
     CancelApproval,
+    CatalogReady,
     DraftLeft,
+    PageWritten,
     SaveConfig,
     SaveLogin,
     ServerStarted,
@@ -29,6 +31,8 @@ from simulator.core.effects import (
 EXAMPLES: list[object] = [
     SaveConfig({"language": "fr"}, initial={"language": "en"}),
     SaveLogin("ada", "global", "glm-4.6"),
+    CatalogReady(pages=(), language="en"),
+    PageWritten(page_id=3),
     WikiGenerated(pages_done=15, pages_total=16),
     DraftLeft(done=4),
     StartServer(site={"pages": []}),
@@ -93,7 +97,7 @@ def test_defaults() -> None:
 
 
 def test_persisted_names_what_a_home_keeps() -> None:
-    assert (SaveConfig, SaveLogin, WikiGenerated, DraftLeft) == PERSISTED
+    assert (SaveConfig, SaveLogin, CatalogReady, PageWritten, WikiGenerated, DraftLeft) == PERSISTED
     kept = [example for example in EXAMPLES if isinstance(example, PERSISTED)]
     assert [type(example) for example in kept] == list(PERSISTED)
     # Serving and asking the control peer are the process's business, never persisted.

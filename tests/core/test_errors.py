@@ -24,7 +24,11 @@ BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
 WHOSE = {
     "simulator.cli.UsageError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
-    "simulator.hosts.home.HomeError": ConfigurationError,
+    "simulator.hosts.files.FilesError": ConfigurationError,
+    "simulator.hosts.zreadfiles.WikiFileError": ConfigurationError,
+    "simulator.hosts.zreadfiles.ConfigFileError": ConfigurationError,
+    "simulator.hosts.zreadfiles.LoginFileError": ConfigurationError,
+    "simulator.hosts.wikiserver.ListenError": ConfigurationError,
     "simulator.runners.controlled.ControlAddressError": ConfigurationError,
     "simulator.tools.load.common.LoadError": ConfigurationError,
     "simulator.tools.plot.PlotError": ConfigurationError,

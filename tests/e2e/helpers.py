@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 ENVELOPE_KEYS = ["vm", "waiting_for", "done", "error"]
+NOBODY_ANSWERS = "stdin is closed: nothing can answer"
+"""What a session left waiting after the end of its input says on stderr."""
+
 MAX_LINE = 1 << 20
 EXIT_WITHIN = 2.0
 """FIDELITY says 100 ms after done; a loaded 2-core CI gets 2 s."""
@@ -281,6 +284,25 @@ class Proc:
     def close_stdin(self) -> None:
         assert self.popen.stdin is not None
         self.popen.stdin.close()
+
+    def wait_stderr(self, text: str, timeout: float = 5.0) -> str:
+        """Wait until stderr holds ``text``; everything on stderr so far."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr_so_far():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} on stderr: {self.stderr_so_far()!r}")
+            time.sleep(0.01)
+        return self.stderr_so_far()
+
+    def assert_waiting(self, quiet: float = 0.3) -> None:
+        """Still running, and writing nothing, for ``quiet`` seconds."""
+        ready = self._selector.select(quiet)
+        assert not ready and not self._buffer, "the process wrote while it should wait"
+        assert self.popen.poll() is None, "the process ended while it should wait"
+
+    def terminate(self) -> None:
+        """SIGTERM, which a running zread answers as quit."""
+        self.popen.terminate()
 
     # -- exit and stderr ---------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """End-to-end tests of ``python -m simulator browse --stdio`` over real pipes.
 
 Each test spawns the simulator, speaks the protocol line by line, and talks HTTP to
-the URL it serves; nothing is faked.
+the URL it serves; nothing is faked. Every process listens on ``--port 0`` (any free
+port) unless the test is about the port, and ends with an explicit ``quit`` (or a
+signal), never by closing its input.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import selectors
 import signal
 import socket
@@ -44,6 +47,7 @@ class Browse:
     """One simulator process; lines are read with a timeout through a selector."""
 
     def __init__(self, scenario: str, *extra: str) -> None:
+        port = [] if "--port" in extra else ["--port", "0"]
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -55,12 +59,12 @@ class Browse:
                 "0",
                 "--scenario",
                 scenario,
+                *port,
                 *extra,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=ROOT,
         )
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
@@ -149,10 +153,10 @@ def spawn() -> Iterator[Any]:
         proc.close()
 
 
-def get(url: str) -> str:
+def get(url: str, content_type: str = "text/html; charset=utf-8") -> str:
     with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
         assert resp.status == 200
-        assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+        assert resp.headers["Content-Type"] == content_type
         return str(resp.read().decode("utf-8"))
 
 
@@ -166,9 +170,31 @@ def refuses(url: str) -> bool:
     return False
 
 
+def catalog(seed: int = 0, scenario: str = "default") -> tuple[wiki.Page, ...]:
+    return wiki.world_catalog(load_scenario(scenario).world, seed)
+
+
 def titles(seed: int = 0) -> list[str]:
-    project = load_scenario("default").world.project
-    return [page.title for page in wiki.catalog(seed, project.name, project.pages)]
+    return [page.title for page in catalog(seed)]
+
+
+def held_ports(count: int) -> tuple[int, list[socket.socket]]:
+    """A base port (far from 9681) with ``count`` ports from it held by listening
+    sockets."""
+    for base in range(25_000, 60_000, 811):
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+        except OSError:
+            for sock in held:
+                sock.close()
+            continue
+        return base, held
+    raise AssertionError("no free run of ports")
 
 
 def test_default_loads_serves_and_quits(spawn: Any) -> None:
@@ -185,12 +211,12 @@ def test_default_loads_serves_and_quits(spawn: Any) -> None:
     assert serving["waiting_for"] == ["quit"]
     assert serving["done"] is False
     url = serving["vm"]["url"]
-    assert urlsplit(url).hostname == "127.0.0.1"
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
     index = get(url)
     for title in titles():
         assert f">{html.escape(title)}</a>" in index
     with pytest.raises(urllib.error.HTTPError) as missing:
-        get(url + "no-such-page")
+        get(url + "/no-such-page")
     assert missing.value.code == 404
     proc.send("quit")
     last = proc.event()
@@ -199,6 +225,24 @@ def test_default_loads_serves_and_quits(spawn: Any) -> None:
     assert proc.read_line(timeout=QUIET) is None
     assert refuses(url)
     assert proc.stderr() == "", "the server logged its requests"
+
+
+def test_every_route_answers(spawn: Any) -> None:
+    proc = spawn()
+    url = proc.until("serving")["vm"]["url"]
+    pages = catalog()
+    document = json.loads(get(url + "/api/wiki", "application/json"))
+    assert list(document) == ["id", "generated_at", "language", "pages"]
+    assert [entry["slug"] for entry in document["pages"]] == [page.slug for page in pages]
+    for page in (pages[0], pages[-1]):
+        markdown = get(f"{url}/api/pages/{page.slug}", "text/markdown; charset=utf-8")
+        assert not markdown.startswith("# ") and "\n## " in markdown
+        text = get(f"{url}/{page.slug}")
+        assert f"<h1>{html.escape(page.title)}</h1>" in text
+        assert "<h2>" in text
+    proc.send("quit")
+    assert proc.event()["done"] is True
+    assert proc.wait() == 0
 
 
 def test_seed_changes_the_served_catalog(spawn: Any) -> None:
@@ -229,8 +273,9 @@ def test_versions_select_by_wiki_id(spawn: Any) -> None:
     serving = proc.event()
     assert serving["vm"]["state"] == "serving"
     index = get(serving["vm"]["url"])
-    assert chosen["id"] in index
-    assert chosen["timestamp"] in index
+    assert f"<code>{chosen['id']}</code>" in index
+    document = json.loads(get(serving["vm"]["url"] + "/api/wiki", "application/json"))
+    assert document["id"] == chosen["id"]
     proc.send("quit")
     assert proc.event()["done"] is True
     assert proc.wait() == 0
@@ -298,19 +343,6 @@ def test_browse_error_ends_in_error(spawn: Any) -> None:
     assert proc.wait() == 0
 
 
-def test_end_of_stdin_while_serving_is_quit(spawn: Any) -> None:
-    proc = spawn()
-    serving = proc.until("serving")
-    url = serving["vm"]["url"]
-    get(url)
-    proc.close_stdin()
-    last = proc.event()
-    assert last["done"] is True
-    assert last["vm"] == serving["vm"]
-    assert proc.wait() == 0
-    assert refuses(url)
-
-
 def test_sigterm_while_serving_stops_the_server(spawn: Any) -> None:
     proc = spawn()
     url = proc.until("serving")["vm"]["url"]
@@ -318,3 +350,104 @@ def test_sigterm_while_serving_stops_the_server(spawn: Any) -> None:
     assert proc.event()["done"] is True
     assert proc.wait() == 0
     assert refuses(url)
+
+
+def test_version_flag_serves_that_version_at_once(spawn: Any) -> None:
+    versions = wiki.versions(load_scenario("versions").world, 0)
+    wanted = versions[1]
+    proc = spawn("versions", "--version", wanted.id)
+    assert proc.event() == {
+        "vm": {"state": "loading", "browser_opened": False, "has_current": True},
+        "waiting_for": [],
+        "done": False,
+        "error": "",
+    }
+    serving = proc.event()
+    assert serving["vm"]["state"] == "serving"
+    assert f"<code>{wanted.id}</code>" in get(serving["vm"]["url"])
+    proc.send("quit")
+    assert proc.event()["done"] is True
+    assert proc.wait() == 0
+
+
+def test_an_unknown_version_flag_ends_in_error(spawn: Any) -> None:
+    ids = ", ".join(v.id for v in wiki.versions(load_scenario("versions").world, 0))
+    proc = spawn("versions", "--version", "1999-01-01-000000")
+    last = proc.event()
+    assert last["done"] is True
+    assert last["waiting_for"] == []
+    assert last["vm"]["state"] == "error"
+    assert last["vm"]["error"] == f'wiki version "1999-01-01-000000" not found (one of {ids})'
+    assert proc.wait() == 0
+    assert proc.read_line(timeout=QUIET) is None
+
+
+def test_host_localhost_is_in_the_url(spawn: Any) -> None:
+    proc = spawn("default", "--host", "localhost")
+    url = proc.until("serving")["vm"]["url"]
+    port = urlsplit(url).port
+    assert url == f"http://localhost:{port}"
+    assert "acme/widget" in get(f"http://127.0.0.1:{port}/")
+    proc.send("quit")
+    assert proc.event()["done"] is True
+    assert refuses(url)
+
+
+def test_a_host_that_is_not_loopback_is_refused(spawn: Any) -> None:
+    proc = spawn("default", "--host", "0.0.0.0")
+    assert proc.wait() == 2
+    assert proc.read_line(timeout=QUIET) is None
+    assert "0.0.0.0" in proc.stderr()
+
+
+def test_busy_ports_move_the_server_upward(spawn: Any) -> None:
+    base, held = held_ports(2)
+    try:
+        proc = spawn("default", "--port", str(base))
+        url = proc.until("serving")["vm"]["url"]
+        port = urlsplit(url).port
+        assert port is not None and base + 2 <= port < base + 100
+        assert url == f"http://127.0.0.1:{port}"
+        get(url)
+        proc.send("quit")
+        assert proc.event()["done"] is True
+        assert refuses(url)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_proxy_waits_for_the_index_with_stdout_discarded() -> None:
+    """As a subpath proxy starts zread: stdin held open, stdout thrown away, ready once
+    ``GET /`` answers below 500."""
+    base, held = held_ports(1)
+    held[0].close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simulator", "browse", "--host", "127.0.0.1"]
+        + ["--port", str(base), "--stdio", "--speed", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 30
+        status = 0
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{base}/", timeout=2) as resp:
+                    status = resp.status
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.05)
+        assert 0 < status < 500
+        proc.stdin.write(b'{"type":"quit","params":{}}\n')
+        proc.stdin.flush()
+        assert proc.wait(timeout=TIMEOUT) == 0
+        assert refuses(f"http://127.0.0.1:{base}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stderr.close()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Proc, vm_bytes
+from .helpers import NOBODY_ANSWERS, Proc, vm_bytes
 
 WAITING_FOR = ["update_fields", "save", "reload_llm", "quit"]
 TITLE_KEYS = [
@@ -314,12 +314,15 @@ def test_quit_ends_with_the_vm_as_it_stood() -> None:
         p.finish()
 
 
-def test_end_of_stdin_behaves_as_quit() -> None:
+def test_end_of_stdin_is_not_quit_and_saves_nothing() -> None:
     with Proc("config") as p:
         p.read_event()
         p.send(update({"language": "fr"}))
         p.read_event()
         p.close_stdin()
+        p.wait_stderr(NOBODY_ANSWERS)
+        p.assert_waiting()
+        p.terminate()
         done = p.read_event()
         assert done["done"] is True
         assert done["vm"]["saved"] is False
@@ -338,7 +341,9 @@ def test_unterminated_last_line_is_still_a_command() -> None:
         p.finish()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_signal_behaves_as_quit(signum: int) -> None:
     with Proc("config") as p:
         p.read_event()

@@ -31,6 +31,8 @@ import pytest
 
 from simulator.tools.remote import Remote
 
+from .helpers import NOBODY_ANSWERS
+
 CONTROL_TYPES = {"control_request", "control_response", "control_cancel_request"}
 TIMEOUT = 10.0
 
@@ -300,14 +302,23 @@ def compact(obj: Any) -> bytes:
 def reference_lines(
     command: str, commands: Sequence[Any], *args: str, scenario: str = "default"
 ) -> list[bytes]:
-    """The stdout lines of a run without --control at speed 0, fed ``commands`` at once."""
+    """The stdout lines of a run without --control at speed 0, fed ``commands`` at once,
+    then stdin closed; a run left waiting at a gate is ended by SIGTERM, as quit."""
     stdin = b"".join(compact(c) + b"\n" for c in commands)
     argv = [sys.executable, "-m", "simulator", command, "--stdio", "--speed", "0"]
     argv += ["--scenario", scenario, *args]
-    done = subprocess.run(
-        argv, input=stdin, capture_output=True, timeout=30, env=clean_environ(), check=True
-    )
-    return done.stdout.splitlines(keepends=True)
+    with Sim(argv) as proc:
+        proc.popen.stdin.write(stdin)  # type: ignore[union-attr]
+        proc.close_stdin()
+        deadline = time.monotonic() + 30
+        while not proc.eof and NOBODY_ANSWERS not in proc.stderr_so_far():
+            assert time.monotonic() < deadline, "the run neither ended nor waited"
+            proc.read_line(0.05)  # keep stdout drained, so the run never blocks on it
+        if not proc.eof:
+            proc.popen.terminate()
+        proc.rest()
+        assert proc.wait(10) == 0
+        return proc.lines
 
 
 @pytest.fixture
@@ -765,7 +776,7 @@ def test_without_a_peer_the_approver_key_changes_nothing(tmp_path: Path) -> None
     without = reference_lines("login", [REGION], scenario=approver_scenario(tmp_path, "user"))
     assert with_key == without
     states = [json.loads(line)["vm"]["state"] for line in with_key]
-    # The simulated user approved; end of input then quit at the model gate.
+    # The simulated user approved; SIGTERM then quit at the model gate.
     assert states == [
         "select_region",
         "init_flow",
@@ -895,6 +906,7 @@ def test_zread_remote_steers_the_zread_a_test_spawned(
         assert sim.noise == [b"hello from the test\n"]
         assert sim.lines[sim.lines.index(sim.noise[0]) - 1] in sim.event_lines
         sim.close_stdin()
+        sim.popen.terminate()  # end of input is not quit; SIGTERM is
         assert sim.until_done()["vm"] == gate["vm"]
         assert sim.wait() == 0
         assert first["vm"]["state"] == "running"

@@ -49,12 +49,12 @@ TIMEOUT = 15.0
 
 STREAM_ENDING = {"exit", "hang"}
 NOISE = {"diagnostic", "stderr"}
-_PORT = re.compile(rb'"url":"http://127\.0\.0\.1:\d+/')
+_PORT = re.compile(rb'"url":"http://127\.0\.0\.1:\d+')
 
 
 def normalise(line: bytes) -> bytes:
     """The line with browse's ephemeral port taken out."""
-    return _PORT.sub(b'"url":"http://127.0.0.1:PORT/', line)
+    return _PORT.sub(b'"url":"http://127.0.0.1:PORT', line)
 
 
 # -- the two runs ------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from .helpers import NOBODY_ANSWERS, Proc
+
 KEYS = ["vm", "waiting_for", "done", "error"]
 SELECT = ["select_action", "cancel", "quit"]
 RUNNING = ["quit", "cancel"]
@@ -77,7 +79,6 @@ class Generate:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            cwd=ROOT,
             env=env,
         )
         assert self.popen.stdout is not None
@@ -322,31 +323,43 @@ def test_cancel_mid_run() -> None:
         proc.ends_cleanly()
 
 
-def test_end_of_stdin_mid_run_is_quit() -> None:
-    with Generate("-y", speed=0.1) as proc:
-        proc.until(lambda e: e["vm"]["catalog"]["tool_name"] != "")
+def test_end_of_stdin_mid_run_is_not_quit_the_run_goes_on_to_done() -> None:
+    with Proc("generate", "-y", speed=0.1) as proc:
+        proc.read_until(lambda e: e["vm"]["catalog"]["tool_name"] != "")
         proc.close_stdin()
-        final = proc.until_done()
-        previous = proc.raw[-2]
-        vm = slice(len(b'{"vm":'), None)
-        assert (
-            proc.raw[-1][vm].split(b',"waiting_for":')[0]
-            == (previous[vm].split(b',"waiting_for":')[0])
-        )
-        assert final["vm"]["state"] == "running"
-        assert final["waiting_for"] == []
+        final = proc.read_until_done(timeout=30)
+        assert final["vm"]["state"] == "done"
+        assert final["vm"]["done_total"] == 16
         assert final["error"] == ""
-        proc.ends_cleanly()
+        proc.finish()
+        assert NOBODY_ANSWERS not in proc.stderr  # it never had to wait for an answer
 
 
-def test_end_of_stdin_at_the_gate_is_quit() -> None:
-    with Generate() as proc:
-        first = proc.read()
+def test_a_null_stdin_runs_a_whole_generate() -> None:
+    """What a desktop hub does: ``generate --stdio --yes`` with stdin set to null."""
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator", "generate", "--stdio", "--yes", "--speed", "0"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True and last["vm"]["state"] == "done"
+
+
+def test_end_of_stdin_at_the_gate_waits_until_a_signal() -> None:
+    with Proc("generate") as proc:
+        first = proc.read_event()
         proc.close_stdin()
-        final = proc.read()
+        assert "waiting for select_action, cancel, quit" in proc.wait_stderr(NOBODY_ANSWERS)
+        proc.assert_waiting()
+        proc.terminate()
+        final = proc.read_event()
         assert final["done"] is True
         assert final["vm"] == first["vm"]
-        proc.ends_cleanly()
+        proc.finish()
 
 
 def test_quit_at_the_retry_gate() -> None:

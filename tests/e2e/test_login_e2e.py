@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from .helpers import MAX_LINE, Proc, encode, vm_bytes, write_scenario
+from .helpers import MAX_LINE, NOBODY_ANSWERS, Proc, encode, vm_bytes, write_scenario
 
 VM_KEYS = [
     "state",
@@ -502,24 +502,32 @@ def test_signal_while_a_timer_runs_behaves_as_quit(tmp_path: Path, signum: int) 
         p.finish()
 
 
-def test_end_of_stdin_behaves_as_quit() -> None:
+def test_end_of_stdin_is_not_quit_the_process_waits_at_its_gate() -> None:
     with Proc("login") as p:
         p.read_event()
         p.close_stdin()
+        assert "waiting for select_region, quit" in p.wait_stderr(NOBODY_ANSWERS)
+        p.assert_waiting()
+        p.terminate()  # SIGTERM still quits
         done = p.read_event()
         assert done["done"] is True
         assert vm_bytes(p.raw[-1]) == vm_bytes(p.raw[0])
         p.finish()
 
 
-def test_end_of_stdin_in_select_model_behaves_as_quit() -> None:
-    with Proc("login") as p:
-        p.drive_until([REGION], lambda e: e["vm"]["state"] == "select_model")
-        p.close_stdin()
+def test_end_of_stdin_mid_flow_lets_the_timers_run_to_the_next_gate() -> None:
+    with Proc("login", speed=0.2) as p:
+        p.read_event()
+        p.send(REGION)
+        p.close_stdin()  # init_flow, open_browser, waiting, then select_model: a gate
+        gate = p.read_until(lambda e: e["vm"]["state"] == "select_model", timeout=10)
+        assert gate["waiting_for"] == ["select_model", "quit"]
+        p.wait_stderr(NOBODY_ANSWERS)
+        assert p.stderr_so_far().count(NOBODY_ANSWERS) == 1
+        p.assert_waiting()
+        p.terminate()
         done = p.read_event()
-        assert done["done"] is True
-        assert done["vm"]["state"] == "select_model"
-        assert vm_bytes(p.raw[-1]) == vm_bytes(p.raw[-2])
+        assert done["done"] is True and done["vm"]["state"] == "select_model"
         p.finish()
 
 

@@ -214,7 +214,7 @@ def test_release_in_version(tmp_path: Path) -> None:
     assert (vm["version"], vm["channel"], vm["go_version"]) == ("1.2.3", "beta", "go1.99")
     default = last_vm(drive("version"))
     assert (default["version"], default["channel"], default["go_version"]) == (
-        "0.9.4",
+        "0.2.13",
         "stable",
         "go1.24.4",
     )
@@ -250,7 +250,7 @@ def test_release_download_steps_default_is_twelve() -> None:
 
 
 def test_release_up_to_date_and_package_manager(tmp_path: Path) -> None:
-    same = scenario(tmp_path, '[world.release]\nlatest_version = "0.9.4"\n', "same")
+    same = scenario(tmp_path, '[world.release]\nlatest_version = "0.2.13"\n', "same")
     assert last_vm(drive("update", same))["state"] == "up_to_date"
     brew = scenario(tmp_path, '[world.release]\npackage_manager = "scoop"\n', "brew")
     vm = last_vm(drive("update", brew))
@@ -326,7 +326,7 @@ def test_draft_done(tmp_path: Path) -> None:
     path = scenario(tmp_path, "[world.draft]\ndone = 4\n")
     gate = drive("generate", path, [QUIT])[0]["vm"]["select_action"]
     assert (gate["scenario"], gate["draft_done"], gate["draft_total"]) == ("has_draft", 4, 16)
-    resumed = last_vm(drive("generate", path, yes=True))
+    resumed = last_vm(drive("generate", path, yes=True, draft_action="resume"))
     assert [t["state"] for t in resumed["pages"]["tasks"]][:5] == ["resumed"] * 4 + ["done"]
 
 

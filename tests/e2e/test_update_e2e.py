@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Proc, vm_bytes, write_scenario
+from .helpers import NOBODY_ANSWERS, Proc, vm_bytes, write_scenario
 
 VM_KEYS = [
     "state",
@@ -81,7 +81,7 @@ def test_default_flow_to_restart_or_skip(finish: str) -> None:
         vm = check_vm(checking)
         assert vm["state"] == "checking"
         assert checking["waiting_for"] == []
-        assert vm["current_version"] == "0.9.4"
+        assert vm["current_version"] == "0.2.13"
         assert vm["download_url"] == ""
         assert (vm["downloaded_bytes"], vm["total_bytes"], vm["download_percent"]) == (0, 0, 0)
         assert b'"download_percent":0,' in p.last_raw
@@ -90,9 +90,9 @@ def test_default_flow_to_restart_or_skip(finish: str) -> None:
         vm = check_vm(offer)
         assert vm["state"] == "has_update"
         assert offer["waiting_for"] == ["download", "quit"]
-        assert vm["latest_version"] == "0.9.5"
+        assert vm["latest_version"] == "0.2.14"
         assert vm["download_url"].startswith("https://")
-        assert "0.9.5" in vm["download_url"]
+        assert "0.2.14" in vm["download_url"]
         assert go_os() in vm["download_url"] and go_arch() in vm["download_url"]
 
         p.reject({"type": "restart"}, 'command "restart" not allowed in state has_update')
@@ -154,7 +154,7 @@ def test_up_to_date_scenario_ends_at_once() -> None:
         vm = check_vm(done)
         assert vm["state"] == "up_to_date"
         assert done["done"] is True and done["waiting_for"] == [] and done["error"] == ""
-        assert vm["current_version"] == "0.9.5"
+        assert vm["current_version"] == "0.2.13"
         p.finish()
 
 
@@ -235,8 +235,11 @@ def test_quit_and_end_of_stdin_at_each_gate(where: str) -> None:
             p.drive_until(script, lambda e, w=where: e["vm"]["state"] == w)
             if how == "quit":
                 p.send({"type": "quit"})
-            else:
+            else:  # end of stdin is not quit: the gate waits until SIGTERM
                 p.close_stdin()
+                p.wait_stderr(NOBODY_ANSWERS)
+                p.assert_waiting()
+                p.terminate()
             done = p.read_event()
             assert done["done"] is True and done["waiting_for"] == []
             assert done["vm"]["state"] == where

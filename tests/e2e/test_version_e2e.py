@@ -14,7 +14,7 @@ GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-@pytest.mark.parametrize(("scenario", "version"), [("default", "0.9.4"), ("up-to-date", "0.9.5")])
+@pytest.mark.parametrize(("scenario", "version"), [("default", "0.2.13"), ("up-to-date", "0.2.13")])
 def test_one_event_then_exit_without_reading_stdin(scenario: str, version: str) -> None:
     with Proc("version", scenario=scenario, speed=None) as p:
         event = p.read_event()

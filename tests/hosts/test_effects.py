@@ -4,7 +4,8 @@ the charts ask for.
 Without a home, saving is a no-op that writes nothing anywhere (the working directory
 is an empty tmp_path and must stay so); with one, each persisted effect reaches it.
 Which effect a generate run asks for, and when, is checked on a sans-I/O Session in
-virtual time.
+virtual time. Starting and stopping the browse server is checked against real servers
+on ephemeral ports.
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ from typing import Any
 import pytest
 
 from simulator.core.driver import Flags
-from simulator.core.effects import DraftLeft, SaveConfig, SaveLogin, StopServer, WikiGenerated
+from simulator.core.effects import (
+    DraftLeft,
+    SaveConfig,
+    SaveLogin,
+    ServerStarted,
+    StartServer,
+    StopServer,
+    WikiGenerated,
+)
 from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.hosts.home import Home, HomeError
 from simulator.scenario import load_scenario
+from simulator.scenario.wiki import Page
 from simulator.scenario.world import Account, Draft, World
 from statecharts import load_chart
 
@@ -222,3 +232,125 @@ def test_config_save_says_which_values_it_started_from() -> None:
     assert saved.values["language"] == "fr"
     assert saved.initial["language"] == "en"
     assert {k for k in saved.values if saved.values[k] != saved.initial[k]} == {"language"}
+
+
+# -- the browse server -------------------------------------------------------------
+
+
+class OnePage:
+    """The smallest site: one page."""
+
+    project = "acme/one"
+    version = "v1"
+    pages = (Page(1, "Overview", "1-overview", "Start", "", "Beginner"),)
+
+    def markdown(self, slug: str) -> str | None:
+        return "One page.\n" if slug == "1-overview" else None
+
+    def wiki_json(self) -> bytes:
+        return b"{}"
+
+
+def answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.URLError:
+        return False
+
+
+def test_start_server_serves_the_site_until_stop() -> None:
+    host = EffectHost()
+    try:
+        started = host.perform(7, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        assert started.error == ""
+        assert started.url == host.servers[7].url
+        assert started.url.startswith("http://127.0.0.1:")
+        assert answers(started.url + "/1-overview")
+        assert host.perform(7, StopServer()) is None
+        assert host.servers == {}
+        assert not answers(started.url)
+        assert host.perform(7, StopServer()) is None  # nothing left to stop
+    finally:
+        host.close()
+
+
+def test_start_server_takes_the_effects_host_and_port() -> None:
+    host = EffectHost()
+    try:
+        started = host.perform(0, StartServer(OnePage(), host="localhost", port=0))
+        assert isinstance(started, ServerStarted)
+        assert started.url == f"http://localhost:{host.servers[0].port}"
+    finally:
+        host.close()
+
+
+def test_a_second_start_for_one_session_replaces_its_server() -> None:
+    host = EffectHost()
+    try:
+        first = host.perform(0, StartServer(OnePage(), port=0))
+        second = host.perform(0, StartServer(OnePage(), port=0))
+        assert isinstance(first, ServerStarted) and isinstance(second, ServerStarted)
+        assert list(host.servers) == [0]
+        assert not answers(first.url)
+        assert answers(second.url)
+    finally:
+        host.close()
+
+
+def test_servers_of_several_sessions_and_close_stops_them_all() -> None:
+    host = EffectHost()
+    urls = []
+    for owner in (1, 2):
+        started = host.perform(owner, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        urls.append(started.url)
+    assert len(set(urls)) == 2
+    assert all(answers(url) for url in urls)
+    host.close()
+    assert host.servers == {}
+    assert not any(answers(url) for url in urls)
+
+
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [
+        ({"host": "0.0.0.0", "port": 0}, "listen tcp 0.0.0.0:0"),
+        ({"host": "10.1.2.3", "port": 80}, "listen tcp 10.1.2.3:80"),
+    ],
+)
+def test_a_server_that_cannot_listen_is_an_answer_not_a_raise(
+    where: dict[str, Any], error: str
+) -> None:
+    host = EffectHost()
+    try:
+        started = host.perform(0, StartServer(OnePage(), **where))
+        assert started == ServerStarted(error=f"{error}: refusing a non-loopback address")
+        assert host.servers == {}
+    finally:
+        host.close()
+
+
+def test_a_busy_port_is_an_answer_once_every_port_tried_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import errno
+
+    from simulator.hosts import wikiserver
+
+    def busy(*args: object) -> None:
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(wikiserver, "_Server", busy)
+    host = EffectHost()
+    try:
+        started = host.perform(0, StartServer(OnePage()))
+        assert started == ServerStarted(
+            error="listen tcp 127.0.0.1:9780: bind: address already in use (tried ports 9681-9780)"
+        )
+    finally:
+        host.close()

@@ -15,7 +15,7 @@ from simulator.core.effects import AskApproval
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
 from simulator.launch import build_session
-from simulator.runners.live import LiveSession
+from simulator.runners.live import NOBODY_ANSWERS, LiveSession
 from simulator.runners.output import OutputStage
 from simulator.scenario import load_scenario
 from simulator.scenario.faults import Fault
@@ -109,18 +109,34 @@ def test_done_ends_the_run_with_code_0_and_stops_reading() -> None:
     assert runner.next_wakeup() is None
 
 
-def test_end_of_input_is_quit() -> None:
+def test_end_of_input_is_not_quit_a_gate_says_nobody_can_answer_once() -> None:
     finished: list[int] = []
     runner, keeper, _ = live("generate")
     runner.on_finish = finished.append
     runner.start()
     runner.received(b"")
+    assert len(keeper.events) == 1 and not runner.finished and finished == []
+    assert runner.input_closed and not runner.reading
+    assert keeper.stderr_lines == [NOBODY_ANSWERS.format(waiting="select_action, cancel, quit")]
+    runner.tick()
+    assert len(keeper.stderr_lines) == 1  # said once
+    runner.quit()  # a signal still ends it
     assert keeper.events[-1]["done"] is True
     assert keeper.events[-1]["vm"]["state"] == "select_action"
     assert finished == [0]
 
 
-def test_an_unterminated_last_line_is_answered_before_the_end_of_input_quits() -> None:
+def test_end_of_input_mid_run_lets_the_run_go_on_to_done() -> None:
+    runner, keeper, clock = live("generate", "-y")
+    runner.start()
+    runner.received(b"")
+    assert keeper.stderr_lines == []  # timers are pending: it is not waiting for anyone
+    run_out(runner, clock)
+    assert keeper.events[-1]["done"] is True and keeper.events[-1]["vm"]["state"] == "done"
+    assert runner.code == 0 and keeper.stderr_lines == []
+
+
+def test_an_unterminated_last_line_is_answered_at_the_end_of_input() -> None:
     runner, keeper, clock = live("update", speed=0.0)
     runner.start()
     run_out(runner, clock)

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import pytest
 
 from simulator.core.session import Session
+from simulator.runners.live import NOBODY_ANSWERS
 from simulator.runners.stdio import (
     ProcessEndpoint,
     ProcessRunner,
@@ -96,6 +97,7 @@ class Harness:
 
     def close(self) -> None:
         self.close_stdin()
+        self.runner.terminate()
         self.thread.join(5)
         for stream in (self._stdin, self._stdout):
             stream.close()
@@ -128,10 +130,21 @@ def test_first_event_is_written_before_any_input(harnesses: list[Harness]) -> No
     assert h.join() == 0
 
 
-def test_end_of_input_is_quit(harnesses: list[Harness]) -> None:
-    h = start(harnesses, session("login"))
+def test_end_of_input_is_not_quit_terminate_is(harnesses: list[Harness]) -> None:
+    err_r, err_w = os.pipe()
+    h = start(harnesses, session("login"), stderr_fd=err_w)
     first = h.read_event()
     h.close_stdin()
+    with selectors.DefaultSelector() as selector:
+        selector.register(err_r, selectors.EVENT_READ)
+        assert selector.select(5), "no stderr line about the closed stdin"
+        said = os.read(err_r, 1 << 16).decode()
+        assert said == NOBODY_ANSWERS.format(waiting="select_region, quit") + "\n"
+        selector.unregister(err_r)
+        selector.register(h.out_r, selectors.EVENT_READ)
+        assert selector.select(0.2) == []  # it waits at its gate, writing nothing
+    assert h.thread.is_alive()
+    h.runner.terminate()  # what SIGTERM does to the process
     last = h.read_event()
     assert last["done"] is True
     assert last["waiting_for"] == []
@@ -178,14 +191,18 @@ def test_regular_file_stdin_works(harnesses: list[Harness], tmp_path: Path) -> N
     assert events[-1]["vm"]["saved"] is True
 
 
-def test_regular_file_stdin_that_ends_early_is_quit(
+def test_regular_file_stdin_that_ends_early_leaves_the_session_waiting(
     harnesses: list[Harness], tmp_path: Path
 ) -> None:
     script = tmp_path / "commands.jsonl"
     script.write_bytes(b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}\n')
     with script.open("rb") as stdin:
         h = start(harnesses, session("config"), stdin=stdin)
-        events = [h.read_event() for _ in range(3)]
+        events = [h.read_event() for _ in range(2)]
+        time.sleep(0.1)
+        assert h.thread.is_alive()  # the file ended; the session waits for an answer
+        h.runner.terminate()
+        events.append(h.read_event())
         assert h.join() == 0
     assert events[-1]["done"] is True
     assert events[-1]["vm"]["saved"] is False
@@ -227,7 +244,7 @@ def test_signal_handlers_are_left_alone_off_the_main_thread(harnesses: list[Harn
     h = start(harnesses, session("config"))
     h.read_event()
     assert {s: signal.getsignal(s) for s in before} == before
-    h.close_stdin()
+    h.runner.terminate()
     assert h.read_event()["done"] is True
     assert h.join() == 0
 

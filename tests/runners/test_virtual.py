@@ -258,17 +258,25 @@ def test_advance_at_a_gate_only_moves_the_clock() -> None:
         assert session.now == 60.0 and len(session.events) == 1
 
 
-def test_close_stdin_quits_with_the_vm_as_it_stood() -> None:
+def test_quit_ends_with_the_vm_as_it_stood() -> None:
     with start("generate", "-y") as session:
         session.advance(2.0)
         before = session.last
-        (final,) = session.close_stdin()
+        (final,) = session.quit()
         assert final["done"] is True and final["waiting_for"] == [] and final["error"] == ""
         assert final["vm"] == before["vm"]
         lines = out_lines(session)
         assert lines[-1].split(b',"waiting_for"')[0] == lines[-2].split(b',"waiting_for"')[0]
-        assert session.close_stdin() == []
+        assert session.quit() == []
         assert not session.violations
+
+
+def test_close_stdin_is_not_quit_the_run_goes_on() -> None:
+    with start("generate", "-y") as session:
+        assert session.close_stdin() == []
+        assert session.wait_done()["vm"]["state"] == "done"
+        with pytest.raises(SimulationError, match="stdin is closed"):
+            session.send("quit")
 
 
 def test_close_stops_the_browse_server() -> None:

@@ -1,23 +1,28 @@
-"""Tests of simulator/wiki.py: the seeded catalog, page bodies and wiki versions."""
+"""Tests of simulator/scenario/wiki.py: slugs, the seeded catalog (English and Chinese, drawn
+or listed by a scenario), page markdown, page bodies and wiki versions."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 
+import msgspec
 import pytest
 
 from simulator.scenario import wiki
-from simulator.scenario.world import WikiVersion, World
+from simulator.scenario.world import LEVELS, PageSpec, Project, Settings, WikiVersion, World
 
 PROJECT = "acme/widget"
-SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+SLUG = re.compile(r"^[0-9]+-[a-z0-9_]+(?:-[a-z0-9_]+)*$")
 STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def fresh_catalog(seed: int, project: str, pages: int, version: int = 0) -> tuple[wiki.Page, ...]:
+def fresh_catalog(
+    seed: int, project: str, pages: int, version: int = 0, language: wiki.Language = "en"
+) -> tuple[wiki.Page, ...]:
     """The catalog drawn anew, bypassing the cache (so determinism is not the cache's)."""
-    return wiki.catalog.__wrapped__(seed, project, pages, version)  # type: ignore[attr-defined]
+    return wiki._catalog.__wrapped__(seed, project, pages, version, language)  # type: ignore[attr-defined]
 
 
 def parse_stamp(text: str) -> dt.datetime:
@@ -62,7 +67,8 @@ def test_catalog_ids_are_one_to_n(pages: int) -> None:
 def test_overview_comes_first(seed: int) -> None:
     for pages in (1, 5, 16, 300):
         first = wiki.catalog(seed, PROJECT, pages)[0]
-        assert (first.id, first.title, first.slug) == (1, "Overview", "overview")
+        assert (first.id, first.title, first.slug) == (1, "Overview", "1-overview")
+        assert first.level == "Beginner"
 
 
 @pytest.mark.parametrize("pages", [16, 28, 29, 100, 300, 5000])
@@ -85,8 +91,8 @@ def test_titles_read_like_a_code_wiki(seed: int) -> None:
         assert title[0].isupper(), title
         assert re.fullmatch(r"[A-Za-z0-9 \-]+", title), title
         assert SLUG.match(page.slug), page.slug
-        # The slug is the title, lowercased, words joined by hyphens.
-        assert page.slug == "-".join(re.findall(r"[a-z0-9]+", title.lower()))
+        # The slug is the page's number, then the title, lowercased, words joined by hyphens.
+        assert page.slug == "-".join([str(page.id), *re.findall(r"[a-z0-9]+", title.lower())])
     # A small wiki is made of distinct topics, not numbered filler.
     small = wiki.catalog(seed, PROJECT, 16)
     assert not any(re.search(r"\d", p.title) for p in small)
@@ -197,3 +203,289 @@ def test_versions_are_oldest_first_even_when_a_given_date_is_older() -> None:
     assert stamps == sorted(stamps), versions
     assert "v-old" in {v.id for v in versions}
     assert [v.timestamp for v in versions if v.is_current] == [versions[-1].timestamp]
+
+
+# -- slugs, ids, language -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "title", "expected"),
+    [
+        (
+            12,
+            "UI框架设计（Ctrl/Handler/Panel/Template）",
+            "12-uikuang-jia-she-ji-ctrl-handler-panel-template",
+        ),
+        (10, "Protobuf协议集成", "10-protobufxie-yi-ji-cheng"),
+        (1, "项目概览", "1-xiang-mu-gai-lan"),
+        (4, "default_config", "4-default_config"),
+        (1, "Overview", "1-overview"),
+        (2, "Quick Start", "2-quick-start"),
+        (3, "!!!", "3-"),
+    ],
+)
+def test_slug_is_zreads(n: int, title: str, expected: str) -> None:
+    assert wiki.slug(n, title) == expected
+
+
+def test_slug_numbers_start_at_one() -> None:
+    with pytest.raises(ValueError, match="start at 1"):
+        wiki.slug(0, "Overview")
+
+
+def test_version_id_is_the_wall_clock_to_the_second() -> None:
+    assert wiki.version_id(dt.datetime(2026, 4, 6, 13, 2, 13, 5)) == "2026-04-06-130213"
+
+
+@pytest.mark.parametrize(
+    ("value", "language"),
+    [("zh", "zh"), ("zh-CN", "zh"), (" ZH_tw ", "zh"), ("en", "en"), ("fr", "en"), ("", "en")],
+)
+def test_wiki_language(value: str, language: str) -> None:
+    assert wiki.wiki_language(value) == language
+
+
+# -- sections, groups, levels ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", wiki.LANGUAGES)
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_catalog_pages_are_ordered_by_level_and_grouped(seed: int, language: wiki.Language) -> None:
+    catalog = wiki.catalog(seed, PROJECT, 60, language=language)
+    levels = [LEVELS.index(p.level) for p in catalog]
+    assert levels == sorted(levels)
+    assert set(levels) == {0, 1, 2}
+    # One section per level, and a group's pages are next to each other.
+    sections = {p.level: p.section for p in catalog}
+    assert all(p.section == sections[p.level] for p in catalog)
+    assert len(set(sections.values())) == 3
+    runs = [p.group for i, p in enumerate(catalog) if i == 0 or catalog[i - 1].group != p.group]
+    grouped = [g for g in runs if g]
+    assert len(grouped) == len(set(grouped))
+    assert any(p.group for p in catalog) and any(not p.group for p in catalog)
+
+
+def test_catalog_refuses_an_unknown_language() -> None:
+    with pytest.raises(ValueError, match="language must be one of en, zh"):
+        wiki.catalog(0, PROJECT, 3, language="fr")  # type: ignore[arg-type]
+
+
+def test_a_smaller_catalog_keeps_the_section_names() -> None:
+    big = {p.level: p.section for p in wiki.catalog(4, PROJECT, 40)}
+    small = {p.level: p.section for p in wiki.catalog(4, PROJECT, 3)}
+    assert all(big[level] == section for level, section in small.items())
+
+
+# -- Chinese -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 5])
+def test_a_chinese_catalog_has_chinese_titles_and_pinyin_slugs(seed: int) -> None:
+    catalog = wiki.catalog(seed, PROJECT, 16, language="zh")
+    assert (catalog[0].title, catalog[0].slug) == ("项目概览", "1-xiang-mu-gai-lan")
+    assert all(CJK.search(p.title) for p in catalog)
+    for page in catalog:
+        assert SLUG.match(page.slug), page.slug
+        assert page.slug == wiki.slug(page.id, page.title)
+        assert page.slug.isascii()
+
+
+def test_chinese_and_english_catalogs_are_translations() -> None:
+    english = wiki.catalog(3, PROJECT, 200)
+    chinese = wiki.catalog(3, PROJECT, 200, language="zh")
+    assert [p.level for p in english] == [p.level for p in chinese]
+    assert [bool(p.group) for p in english] == [bool(p.group) for p in chinese]
+    assert len({p.title for p in chinese}) == 200
+
+
+def test_chinese_wikis_name_their_sections_in_chinese_mostly() -> None:
+    kinds = []
+    for seed in range(30):
+        sections = {p.section for p in wiki.catalog(seed, PROJECT, 40, language="zh")}
+        kinds.append(all(CJK.search(s) for s in sections))
+        assert kinds[-1] or all(s.isascii() for s in sections)
+    assert 0 < kinds.count(False) < kinds.count(True)
+
+
+@pytest.mark.parametrize("pages", [100, 5000])
+def test_chinese_titles_and_slugs_are_unique(pages: int) -> None:
+    catalog = fresh_catalog(7, PROJECT, pages, language="zh")
+    assert len({p.title for p in catalog}) == pages
+    assert len({p.slug for p in catalog}) == pages
+
+
+def test_world_catalog_takes_the_language_from_the_config() -> None:
+    zh = World(config=Settings(language="zh"))
+    assert wiki.world_catalog(zh, 2) == wiki.catalog(2, PROJECT, 16, language="zh")
+    assert wiki.world_catalog(World(), 2) == wiki.catalog(2, PROJECT, 16)
+    assert wiki.world_catalog(World(), 2, version=1) == wiki.catalog(2, PROJECT, 16, 1)
+
+
+# -- pages listed by a scenario -------------------------------------------------------------
+
+
+def test_listed_pages_are_used_in_order() -> None:
+    specs = [
+        PageSpec(title="项目概览", section="入门指南"),
+        PageSpec(
+            title="Protobuf协议集成", section="核心框架", group="网络通信", level="Intermediate"
+        ),
+        PageSpec(title="Quick Start"),
+        PageSpec(title="Quick Start", level="Advanced"),
+    ]
+    catalog = wiki.catalog(0, PROJECT, specs)
+    assert catalog == wiki.catalog(0, PROJECT, tuple(specs))
+    assert [(p.id, p.title, p.slug) for p in catalog] == [
+        (1, "项目概览", "1-xiang-mu-gai-lan"),
+        (2, "Protobuf协议集成", "2-protobufxie-yi-ji-cheng"),
+        (3, "Quick Start", "3-quick-start"),
+        (4, "Quick Start", "4-quick-start"),
+    ]
+    first, second, third, fourth = catalog
+    assert (first.section, first.group, first.level) == ("入门指南", "", "Beginner")
+    assert (second.section, second.group, second.level) == ("核心框架", "网络通信", "Intermediate")
+    assert third.level == "Intermediate" and third.section
+    assert fourth.level == "Advanced" and fourth.section and fourth.section != third.section
+
+
+def test_listed_pages_without_levels_get_them_by_position() -> None:
+    specs = [PageSpec(title=f"Page {n}") for n in range(1, 21)]
+    levels = [p.level for p in wiki.catalog(0, PROJECT, specs)]
+    assert levels == ["Beginner"] * 5 + ["Intermediate"] * 11 + ["Advanced"] * 4
+
+
+def test_a_projects_listed_pages_from_a_table() -> None:
+    project = msgspec.convert(
+        {"pages": [{"title": "Overview"}, {"title": "Data", "level": "Advanced"}]}, Project
+    )
+    catalog = wiki.world_catalog(World(project=project), 0)
+    assert [(p.slug, p.level) for p in catalog] == [
+        ("1-overview", "Beginner"),
+        ("2-data", "Advanced"),
+    ]
+
+
+# -- page markdown --------------------------------------------------------------------------
+
+SOURCES = [("src/app/main.py", 120), ("README.md", 30), ("docs/设计.md", 9), ("one.txt", 1)]
+CITATION = re.compile(r"\[([^\]]+)\]\(([^)#]+)#L(\d+)-L(\d+)\)")
+LINK = re.compile(r"(?<!\])\[([^\]]+)\]\(([^)#\s]+)\)")
+
+
+def markdown(index: int, language: wiki.Language = "en", seed: int = 0, **kw: object) -> str:
+    catalog = wiki.catalog(seed, PROJECT, 16, language=language)
+    args: dict[str, object] = {
+        "others": [(p.title, p.slug) for p in catalog],
+        "sources": SOURCES,
+        **kw,
+    }
+    return wiki.page_markdown(catalog[index], language=language, seed=seed, **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("language", wiki.LANGUAGES)
+@pytest.mark.parametrize("index", range(16))
+def test_page_markdown_has_zreads_shape(index: int, language: wiki.Language) -> None:
+    text = markdown(index, language)
+    lines = text.splitlines()
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    assert not lines[0].startswith("#") and lines[0].strip()
+    assert not any(line.startswith("# ") for line in lines)
+    assert sum(line.startswith("## ") for line in lines) >= 2
+    assert lines[1] == "" and lines[2].startswith("## ")
+    sources = dict(SOURCES)
+    cited = 0
+    for line in lines:
+        if line.startswith("Sources: "):
+            for match in CITATION.finditer(line):
+                text_path, path, start, end = match.groups()
+                assert text_path == path and path in sources
+                assert 1 <= int(start) <= int(end) <= sources[path]
+                cited += 1
+            assert CITATION.sub("", line.removeprefix("Sources: ")).strip(", ") == ""
+    assert cited
+    catalog = wiki.catalog(0, PROJECT, 16, language=language)
+    slugs = {p.slug: p.title for p in catalog}
+    links = [(t, s) for t, s in LINK.findall(text)]
+    assert links
+    for title, slug in links:
+        assert slugs[slug] == title and slug != catalog[index].slug
+        assert not slug.endswith(".md")
+    if language == "zh":
+        assert CJK.search(text)
+    else:
+        # English throughout, but for the name of a file it cites.
+        assert not CJK.search(text.replace("设计.md", ""))
+
+
+def test_page_markdown_is_deterministic_and_differs_by_seed_and_page() -> None:
+    assert markdown(3) == markdown(3)
+    assert markdown(3) != markdown(3, seed=1)
+    assert markdown(3) != markdown(4)
+    assert markdown(3, "zh") != markdown(3)
+
+
+def test_most_pages_have_a_mermaid_block_and_all_above_beginner() -> None:
+    catalog = wiki.catalog(0, PROJECT, 16)
+    texts = [markdown(i) for i in range(16)]
+    for page, text in zip(catalog, texts, strict=True):
+        if page.level != "Beginner":
+            assert "```mermaid\nflowchart " in text
+    assert sum("```mermaid" in text for text in texts) > 8
+    for text in texts:
+        assert text.count("```") % 2 == 0
+
+
+def test_page_markdown_without_sources_cites_nothing() -> None:
+    for index in range(16):
+        text = markdown(index, sources=[])
+        assert "Sources:" not in text
+        assert not CITATION.search(text)
+
+
+def test_page_markdown_without_others_links_nothing() -> None:
+    page = wiki.catalog(0, PROJECT, 16)[5]
+    for others in ([], [(page.title, page.slug)]):
+        text = markdown(5, others=others)
+        assert not LINK.search(CITATION.sub("", text))
+        assert "## Related Pages" not in text
+
+
+def test_page_markdown_of_a_big_wiki_links_and_cites_within_it() -> None:
+    catalog = wiki.catalog(1, PROJECT, 3000)
+    others = [(p.title, p.slug) for p in catalog]
+    sources = [(f"src/m{i}.py", i + 1) for i in range(2000)]
+    slugs = {p.slug for p in catalog}
+    for page in catalog[::300]:
+        text = wiki.page_markdown(page, language="en", seed=1, others=others, sources=sources)
+        assert {slug for _, slug in LINK.findall(text)} <= slugs - {page.slug}
+        for _, path, start, end in CITATION.findall(text):
+            assert 1 <= int(start) <= int(end) <= int(path[5:-3]) + 1
+
+
+def test_page_markdown_cites_only_what_can_be_cited() -> None:
+    bad = [
+        ("empty.py", 0),
+        ("/abs/path.py", 10),
+        ("../outside.py", 10),
+        ("a b.py", 10),
+        ("a(1).py", 10),
+        ("a#b.py", 10),
+        ("a%20b.py", 10),
+        ("a`b.py", 10),
+    ]
+    for index in range(16):
+        text = markdown(index, sources=[*bad, ("ok.py", 3)])
+        paths = {m.group(2) for m in CITATION.finditer(text)}
+        assert paths <= {"ok.py"}
+
+
+def test_page_markdown_refuses_an_unknown_language() -> None:
+    with pytest.raises(ValueError, match="language"):
+        markdown(0, language="fr")  # type: ignore[arg-type]
+
+
+def test_drawn_version_ids_are_zreads() -> None:
+    world = World(wikis=[WikiVersion() for _ in range(50)])
+    ids = [v.id for v in wiki.versions(world, 0)]
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}-\d{6}", i) for i in ids)
+    assert len(set(ids)) == 50

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
 import pytest
 
-from simulator.scenario.world import Account, Login, Release, Settings, World
+from simulator.scenario.world import (
+    LEVELS,
+    MAX_PAGES,
+    Account,
+    Login,
+    PageSpec,
+    Project,
+    Release,
+    Settings,
+    World,
+)
 
 
 def world(spec: dict[str, Any]) -> World:
@@ -115,3 +126,76 @@ def test_login_defaults() -> None:
     login = Login()
     assert login.authorize_url.startswith("https://")
     assert login.regions == []
+
+
+# -- [world.project] pages ------------------------------------------------------------------
+
+
+def test_pages_is_a_count_by_default() -> None:
+    project = World().project
+    assert project.pages == 16 and project.page_count == 16
+
+
+@pytest.mark.parametrize("pages", [0, -1, MAX_PAGES + 1])
+def test_a_page_count_out_of_range_is_refused(pages: int) -> None:
+    with pytest.raises(msgspec.ValidationError, match="pages must be an integer 1-5000"):
+        world({"project": {"pages": pages}})
+
+
+def test_pages_may_be_listed_as_tables() -> None:
+    w = world(
+        {
+            "project": {
+                "pages": [
+                    {"title": "项目概览", "section": "入门指南"},
+                    {"title": "Protobuf协议集成", "group": "网络通信", "level": "Intermediate"},
+                ]
+            }
+        }
+    )
+    assert w.project.page_count == 2
+    first, second = w.project.pages  # type: ignore[misc]
+    assert first == PageSpec(title="项目概览", section="入门指南")
+    assert (first.group, first.level) == ("", "")
+    assert (second.group, second.level) == ("网络通信", "Intermediate")
+    assert msgspec.convert(msgspec.to_builtins(w), World) == w
+
+
+def test_a_page_spec_is_hashable_and_frozen() -> None:
+    spec = PageSpec(title="A", level="Advanced")
+    assert hash(spec) == hash(PageSpec(title="A", level="Advanced"))
+    with pytest.raises(AttributeError):
+        spec.title = "B"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_level_is_accepted(level: str) -> None:
+    assert msgspec.convert({"title": "T", "level": level}, PageSpec).level == level
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        (
+            {"pages": [{"title": "T", "level": "Expert"}]},
+            "level must be one of Beginner, Intermediate, Advanced, not 'Expert'",
+        ),
+        ({"pages": [{"title": "T", "level": "beginner"}]}, "level must be one of"),
+        ({"pages": [{"title": "  "}]}, "title must not be empty"),
+        ({"pages": [{"section": "S"}]}, "missing required field `title`"),
+        ({"pages": [{"title": "T", "nope": 1}]}, "nope"),
+        ({"pages": [{"title": 3}]}, "Expected `str`"),
+        ({"pages": []}, "pages must list 1-5000"),
+        ({"pages": "many"}, "Expected `int | array`"),
+    ],
+)
+def test_bad_page_tables_are_refused(spec: dict[str, Any], problem: str) -> None:
+    with pytest.raises(msgspec.ValidationError, match=re.escape(problem)):
+        world({"project": spec})
+
+
+def test_too_many_page_tables_are_refused() -> None:
+    with pytest.raises(msgspec.ValidationError, match="pages must list"):
+        world({"project": {"pages": [{"title": "T"}] * (MAX_PAGES + 1)}})
+    with pytest.raises(ValueError, match="pages must list"):
+        Project(pages=[PageSpec(title="T")] * (MAX_PAGES + 1))

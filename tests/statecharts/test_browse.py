@@ -2,13 +2,15 @@
 
 Each test plays the stdio runner's part: after every session call it drains the
 effects, performs them with an EffectHost (so the wiki server is real, on 127.0.0.1)
-and resolves their results, then moves the clock to the next deadline.
+and resolves their results, then moves the clock to the next deadline. Sessions run
+with ``--port 0`` (any free port) unless a test is about the port.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 import socket
 import urllib.error
 import urllib.request
@@ -19,10 +21,11 @@ from urllib.parse import urlsplit
 import msgspec
 import pytest
 
+from simulator.core.driver import Flags
 from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
-from simulator.hosts.wikiserver import page_path
+from simulator.hosts.wikiserver import Site, SitePage, page_path
 from simulator.scenario import Scenario, load_scenario, wiki
 from simulator.scenario.failures import Failure
 from simulator.scenario.world import WikiVersion
@@ -43,6 +46,7 @@ def scenario(
     wikis: list[WikiVersion] | None = None,
     failures: list[Failure] | None = None,
     browser_opens: bool | None = None,
+    language: str | None = None,
 ) -> Scenario:
     base = load_scenario(name)
     world = base.world
@@ -50,6 +54,9 @@ def scenario(
         world = msgspec.structs.replace(world, wikis=wikis)
     if browser_opens is not None:
         world = msgspec.structs.replace(world, browser_opens=browser_opens)
+    if language is not None:
+        config = msgspec.structs.replace(world.config, language=language)
+        world = msgspec.structs.replace(world, config=config)
     return msgspec.structs.replace(
         base, world=world, failures=base.failures if failures is None else failures
     )
@@ -58,11 +65,16 @@ def scenario(
 class Run:
     """One browse session driven the way the stdio runner drives it."""
 
-    def __init__(self, scn: Scenario | str = "default", *, seed: int = 0) -> None:
+    def __init__(
+        self, scn: Scenario | str = "default", *, seed: int = 0, flags: Flags | None = None
+    ) -> None:
         self.scenario = load_scenario(scn) if isinstance(scn, str) else scn
         self.seed = seed
         self.host = EffectHost()
-        self.session = Session(load_chart("browse"), self.scenario, seed=seed, speed=0)
+        self.flags = Flags(port=0) if flags is None else flags
+        self.session = Session(
+            load_chart("browse"), self.scenario, flags=self.flags, seed=seed, speed=0
+        )
         self.lines: list[bytes] = []
         self.performed: list[object] = []
         self.deferred: list[object] = []
@@ -117,22 +129,37 @@ def runs() -> Iterator[list[Run]]:
         run.close()
 
 
-def new(runs: list[Run], scn: Scenario | str = "default", *, seed: int = 0) -> Run:
-    run = Run(scn, seed=seed)
+def new(
+    runs: list[Run],
+    scn: Scenario | str = "default",
+    *,
+    seed: int = 0,
+    flags: Flags | None = None,
+) -> Run:
+    run = Run(scn, seed=seed, flags=flags)
     runs.append(run)
     return run
 
 
 def pages_of(run: Run) -> tuple[wiki.Page, ...]:
-    project = run.scenario.world.project
-    return wiki.catalog(run.seed, project.name, project.pages)
+    return wiki.world_catalog(run.scenario.world, run.seed)
 
 
-def fetch(url: str) -> str:
+def fetch(url: str, content_type: str = "text/html; charset=utf-8") -> str:
     with urllib.request.urlopen(url, timeout=5) as resp:
         assert resp.status == 200
-        assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+        assert resp.headers["Content-Type"] == content_type
         return str(resp.read().decode("utf-8"))
+
+
+def markdown_at(url: str, slug: str) -> str:
+    return fetch(f"{url}/api/pages/{slug}", "text/markdown; charset=utf-8")
+
+
+def site_of(run: Run) -> WikiSite:
+    [site] = [e.site for e in run.performed if isinstance(e, StartServer)]
+    assert isinstance(site, WikiSite)
+    return site
 
 
 def refuses(url: str) -> bool:
@@ -183,23 +210,26 @@ def test_one_version_loads_then_serves_the_wiki(runs: list[Run]) -> None:
     assert vm["has_current"] is True
     assert serving["waiting_for"] == ["quit"]
     assert serving["done"] is False
-    assert urlsplit(vm["url"]).hostname == "127.0.0.1"
-    assert vm["url"] == run.host.servers[0].url
+    assert vm["url"] == run.host.servers[0].url == f"http://127.0.0.1:{run.host.servers[0].port}"
     index = fetch(vm["url"])
     for page in pages_of(run):
-        assert f">{html.escape(page.title)}</a>" in index
+        assert f'<a href="/{page.slug}">{html.escape(page.title)}</a>' in index
     assert wiki.versions(run.scenario.world, 0)[0].id in index
 
 
-def test_serving_pages_carry_the_drawn_bodies(runs: list[Run]) -> None:
+def test_serving_pages_are_the_sites_markdown(runs: list[Run]) -> None:
     run = new(runs)
     run.start()
     url = run.settle()[0]["vm"]["url"]
     page = pages_of(run)[3]
-    text = fetch(url.rstrip("/") + page_path(page))
+    text = fetch(url + page_path(page.slug))
     assert f"<h1>{html.escape(page.title)}</h1>" in text
-    for paragraph in wiki.page_body(0, "acme/widget", page, 0):
-        assert html.escape(paragraph.split("`")[0]) in text
+    markdown = markdown_at(url, page.slug)
+    assert markdown == site_of(run).markdown(page.slug)
+    assert not markdown.startswith("# ")
+    assert "\n## " in markdown
+    first = markdown.split("\n\n")[0]
+    assert f"<p>{html.escape(first, quote=False)}</p>" in text.replace("&#x27;", "'")
 
 
 def test_quit_while_serving_stops_the_server(runs: list[Run]) -> None:
@@ -294,10 +324,9 @@ def test_select_by_wiki_id_serves_that_version(runs: list[Run]) -> None:
     assert "versions" not in serving["vm"]
     index = fetch(serving["vm"]["url"])
     assert chosen["id"] in index
-    assert chosen["timestamp"] in index
-    [site] = [e.site for e in run.performed if isinstance(e, StartServer)]
-    assert isinstance(site, WikiSite)
+    site = site_of(run)
     assert site.version == chosen["id"]
+    assert site.timestamp == chosen["timestamp"]
     assert site.version_index == versions.index(chosen)
 
 
@@ -310,7 +339,7 @@ def test_select_current_serves_the_current_version(runs: list[Run]) -> None:
     assert current["id"] in fetch(serving["vm"]["url"])
 
 
-def test_versions_differ_in_their_page_bodies(runs: list[Run]) -> None:
+def test_versions_differ_in_their_pages(runs: list[Run]) -> None:
     texts = []
     for index in (0, 2):
         run = new(runs, "versions")
@@ -318,9 +347,8 @@ def test_versions_differ_in_their_page_bodies(runs: list[Run]) -> None:
         versions = run.start()[0]["vm"]["versions"]
         run.send("select_version", {"wiki_id": versions[index]["id"]})
         url = run.settle()[0]["vm"]["url"]
-        texts.append(fetch(url.rstrip("/") + page_path(page)))
-        body = wiki.page_body(0, "acme/widget", page, index)
-        assert html.escape(body[2]) in texts[-1]
+        texts.append(markdown_at(url, page.slug))
+        assert f"<h1>{html.escape(page.title)}</h1>" in fetch(url + page_path(page.slug))
     assert texts[0] != texts[1]
 
 
@@ -393,7 +421,11 @@ def test_explicit_ids_and_timestamps_from_the_scenario(runs: list[Run]) -> None:
         {"id": "new", "timestamp": "2025-06-01T00:00:00Z", "is_current": True},
     ]
     run.send("select_version", {"wiki_id": "old"})
-    assert "2025-01-01T00:00:00Z" in fetch(run.settle()[0]["vm"]["url"])
+    url = run.settle()[0]["vm"]["url"]
+    assert "<code>old</code>" in fetch(url)
+    document = json.loads(fetch(f"{url}/api/wiki", "application/json"))
+    assert document["id"] == "old"
+    assert document["generated_at"].startswith("2025-01-01T00:00:00.")
 
 
 def test_quit_in_select_version_ends_without_effects(runs: list[Run]) -> None:
@@ -537,8 +569,216 @@ def test_site_describes_the_project(runs: list[Run]) -> None:
     run = new(runs, scenario(wikis=three_versions()), seed=3)
     run.start()
     run.send("select_version", {"current": True})
-    [site] = [e.site for e in run.performed if isinstance(e, StartServer)]
+    site = site_of(run)
+    catalog = wiki.world_catalog(run.scenario.world, 3)
     assert site.project == "acme/widget"
-    assert site.pages == wiki.catalog(3, "acme/widget", run.scenario.world.project.pages)
+    assert site.version == wiki.versions(run.scenario.world, 3)[1].id
+    assert site.catalog == catalog
+    assert site.pages == catalog
+    assert isinstance(site, Site)
+    assert all(isinstance(page, SitePage) for page in site.pages)
     assert site.version_index == 1
-    assert site.body(site.pages[0]) == wiki.page_body(3, "acme/widget", site.pages[0], 1)
+    assert site.language == "en"
+    assert site.current
+    links = [(page.title, page.slug) for page in catalog]
+    for page in catalog[:3]:  # the current version reads as generate writes its pages
+        expected = wiki.page_markdown(page, language="en", seed=3, others=links, sources=())
+        assert site.markdown(page.slug) == expected
+
+
+# -- the site drawn from the seed ----------------------------------------------------
+
+
+def drawn_site(runs: list[Run], scn: Scenario | str = "default") -> WikiSite:
+    """The site a one-version browse asks to serve (the server is not started)."""
+    run = new(runs, scn)
+    run._out(run.session.start(), perform=False)
+    [effect] = run.deferred
+    assert isinstance(effect, StartServer)
+    assert isinstance(effect.site, WikiSite)
+    return effect.site
+
+
+def test_the_sites_wiki_json_is_zreads_format(runs: list[Run]) -> None:
+    site = drawn_site(runs)
+    data = site.wiki_json()
+    assert not data.endswith(b"\n")
+    document = json.loads(data)
+    assert list(document) == ["id", "generated_at", "language", "pages"]
+    assert document["id"] == site.version
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{1,9}Z", document["generated_at"])
+    assert not document["generated_at"].removesuffix("Z").endswith("0")
+    assert document["generated_at"].startswith(site.timestamp.removesuffix("Z") + ".")
+    assert document["language"] == "en"
+    assert len(document["pages"]) == len(site.pages)
+    for entry, page in zip(document["pages"], site.pages, strict=True):
+        keys = ["slug", "title", "file", "section", "group", "level"]
+        assert list(entry) == [k for k in keys if k != "group" or page.group]
+        assert entry["file"] == f"{page.slug}.md"
+        assert (entry["slug"], entry["title"], entry["section"], entry["level"]) == (
+            page.slug,
+            page.title,
+            page.section,
+            page.level,
+        )
+        assert entry.get("group", "") == page.group
+    assert any(page.group for page in site.pages) and any(not p.group for p in site.pages)
+    assert data == json.dumps(document, indent=2, ensure_ascii=False).encode()
+    assert site.wiki_json() == data
+
+
+def test_a_chinese_wiki_keeps_its_text_raw(runs: list[Run]) -> None:
+    site = drawn_site(runs, scenario(language="zh"))
+    assert site.language == "zh"
+    data = site.wiki_json()
+    assert json.loads(data)["language"] == "zh"
+    assert "\\u" not in data.decode()
+    assert any(ord(c) > 127 for c in data.decode())
+    markdown = site.markdown(site.pages[0].slug)
+    assert markdown is not None and any(ord(c) > 127 for c in markdown)
+
+
+def test_the_sites_pages_link_to_each_other_by_slug(runs: list[Run]) -> None:
+    site = drawn_site(runs)
+    slugs = {page.slug for page in site.pages}
+    linked = set()
+    for page in site.pages:
+        markdown = site.markdown(page.slug)
+        assert markdown is not None
+        assert markdown == site.markdown(page.slug)  # drawn the same each time
+        for target in re.findall(r"\]\(([^)#]+)\)", markdown):
+            assert target in slugs and target != page.slug
+            linked.add(target)
+    assert linked
+    assert site.markdown("no-such-page") is None
+    assert site.markdown("") is None
+
+
+# -- --version ID ------------------------------------------------------------------
+
+
+def test_version_flag_serves_that_version_without_asking(runs: list[Run]) -> None:
+    drawn = wiki.versions(load_scenario("versions").world, 0)
+    wanted = drawn[0]
+    assert not wanted.is_current
+    run = new(runs, "versions", flags=Flags(port=0, version=wanted.id))
+    [first] = run.start()
+    assert first == {
+        "vm": {"state": "loading", "browser_opened": False, "has_current": True},
+        "waiting_for": [],
+        "done": False,
+        "error": "",
+    }
+    site = site_of(run)
+    assert (site.version, site.version_index) == (wanted.id, 0)
+    [serving] = run.settle()
+    assert serving["vm"]["state"] == "serving"
+    assert "versions" not in serving["vm"]
+    assert f"<code>{wanted.id}</code>" in fetch(serving["vm"]["url"])
+
+
+def test_version_flag_with_one_version(runs: list[Run]) -> None:
+    [only] = wiki.versions(load_scenario("default").world, 0)
+    run = new(runs, flags=Flags(port=0, version=only.id))
+    assert run.start()[0]["vm"]["state"] == "loading"
+    assert run.settle()[0]["vm"]["state"] == "serving"
+
+
+@pytest.mark.parametrize("name", ["versions", "default"])
+def test_an_unknown_version_flag_ends_in_error(runs: list[Run], name: str) -> None:
+    ids = [v.id for v in wiki.versions(load_scenario(name).world, 0)]
+    run = new(runs, name, flags=Flags(port=0, version="2020-01-01-000000"))
+    [first] = run.start()
+    assert first == {
+        "vm": {
+            "state": "error",
+            "browser_opened": False,
+            "has_current": True,
+            "error": f'wiki version "2020-01-01-000000" not found (one of {", ".join(ids)})',
+        },
+        "waiting_for": [],
+        "done": True,
+        "error": "",
+    }
+    assert run.performed == []
+    assert run.session.done
+
+
+def test_no_wiki_wins_over_the_version_flag(runs: list[Run]) -> None:
+    run = new(runs, "empty", flags=Flags(port=0, version="2026-01-01-000000"))
+    [first] = run.start()
+    assert first["vm"] == {"state": "no_wiki", "browser_opened": False, "has_current": False}
+    assert first["done"] is True
+
+
+def test_a_server_failure_after_the_version_flag(runs: list[Run]) -> None:
+    first_id = wiki.versions(load_scenario("versions").world, 0)[0].id
+    scn = scenario("versions", failures=[Failure(point="server", error="boom")])
+    run = new(runs, scn, flags=Flags(port=0, version=first_id))
+    run.start()
+    [last] = run.settle()
+    assert last["vm"]["state"] == "error"
+    assert last["vm"]["error"] == "boom"
+
+
+# -- --host, --port ----------------------------------------------------------------
+
+
+def test_the_server_is_asked_for_zreads_host_and_port_by_default(runs: list[Run]) -> None:
+    run = new(runs, flags=Flags())
+    run._out(run.session.start(), perform=False)
+    [effect] = run.deferred
+    assert isinstance(effect, StartServer)
+    assert (effect.host, effect.port) == ("127.0.0.1", 9681)
+
+
+def test_host_and_port_flags_reach_the_server(runs: list[Run]) -> None:
+    run = new(runs, flags=Flags(host="localhost", port=0))
+    run._out(run.session.start(), perform=False)
+    [effect] = run.deferred
+    assert isinstance(effect, StartServer)
+    assert (effect.host, effect.port) == ("localhost", 0)
+    run.perform()
+    [serving] = run.settle()
+    url = serving["vm"]["url"]
+    assert url == f"http://localhost:{run.host.servers[0].port}"
+    fetch(url)
+
+
+def test_a_busy_port_flag_serves_on_the_next_free_one(runs: list[Run]) -> None:
+    held = []
+    for base in range(24_000, 60_000, 733):
+        try:
+            for port in (base, base + 1):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+            break
+        except OSError:
+            for sock in held:
+                sock.close()
+            held = []
+    assert held, "no two free ports in a row"
+    try:
+        run = new(runs, flags=Flags(port=base))
+        run.start()
+        [serving] = run.settle()
+        port = urlsplit(serving["vm"]["url"]).port
+        assert port is not None and base + 2 <= port < base + 100
+        fetch(serving["vm"]["url"])
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_host_that_is_not_loopback_ends_in_error(runs: list[Run]) -> None:
+    run = new(runs, flags=Flags(host="0.0.0.0", port=0))
+    run.start()
+    [last] = run.settle()
+    assert last["done"] is True
+    assert last["vm"]["state"] == "error"
+    assert (
+        last["vm"]["error"] == "start server: listen tcp 0.0.0.0:0: refusing a non-loopback address"
+    )
+    assert run.host.servers == {}

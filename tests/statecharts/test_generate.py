@@ -474,9 +474,18 @@ def check_resumed(run: Run) -> None:
             assert [t["state"] for t in event["vm"]["pages"]["tasks"][:6]] == ["resumed"] * 6
 
 
-def test_yes_resumes_a_draft() -> None:
+def test_yes_alone_ignores_a_draft_and_starts_over() -> None:
+    """zread 0.2.13 as measured: ``-y`` without ``--draft`` reports ``empty`` and runs
+    the catalog again; only ``--draft resume`` resumes."""
     run = Run("draft", yes=True)
     assert run.events[0]["vm"]["state"] == "running"
+    assert run.events[0]["vm"]["select_action"]["scenario"] == "empty"
+    check_cleared(run)
+    assert run.commands == 0
+
+
+def test_yes_with_draft_resume_resumes() -> None:
+    run = Run("draft", yes=True, draft_action="resume")
     assert run.events[0]["vm"]["select_action"]["scenario"] == "has_draft"
     check_resumed(run)
     assert run.commands == 0

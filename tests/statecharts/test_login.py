@@ -557,11 +557,6 @@ def test_quit_in_every_non_terminal_state(run: Starter, state: str) -> None:
     assert sim.violations[-1].after_done is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FIDELITY.md 4: end of stdin is not quit, timers go on firing; "
-    "the simulator ends the session with done:true at end of stdin",
-)
 def test_end_of_stdin_is_not_quit(run: Starter) -> None:
     sim = run()
     sim.send("select_region", region="cn")

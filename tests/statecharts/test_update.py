@@ -37,8 +37,8 @@ VM_KEYS = [
     "download_percent",
     "error",
 ]
-CURRENT = "0.9.4"
-LATEST = "0.9.5"
+CURRENT = "0.2.13"
+LATEST = "0.2.14"
 TOTAL = 18874368
 STEPS = 12
 CHECK_DELAY = (0.3, 0.6)
@@ -249,8 +249,8 @@ def test_up_to_date_ends_at_once(run: Starter) -> None:
     sim = run(scenario="up-to-date")
     done = sim.wait_done()
     assert sim.events == [
-        event("checking", vm("checking", current_version=LATEST)),
-        event("up_to_date", vm("up_to_date", current_version=LATEST)),
+        event("checking", vm("checking", current_version=CURRENT)),
+        event("up_to_date", vm("up_to_date", current_version=CURRENT)),
     ]
     assert done is sim.events[-1]
     assert CHECK_DELAY[0] - EPS <= sim.now <= CHECK_DELAY[1] + EPS

@@ -72,7 +72,7 @@ def test_chart_goes_straight_to_a_terminal_state() -> None:
     assert dict(chart.commands) == {}
 
 
-@pytest.mark.parametrize(("scenario", "version"), [("default", "0.9.4"), ("up-to-date", "0.9.5")])
+@pytest.mark.parametrize(("scenario", "version"), [("default", "0.2.13"), ("up-to-date", "0.2.13")])
 def test_one_done_event_at_once(run: Starter, scenario: str, version: str) -> None:
     sim = run(scenario=scenario)
     assert sim.events == [done_event(version)]
@@ -87,11 +87,6 @@ def test_one_done_event_at_once(run: Starter, scenario: str, version: str) -> No
     assert out[0].endswith(b'},"waiting_for":[],"done":true,"error":""}\n')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FIDELITY.md 5: version's default is 0.2.13, the version real clients pin; "
-    "the default scenario reports 0.9.4",
-)
 def test_default_version_is_the_one_real_clients_pin(run: Starter) -> None:
     assert run().vm["version"] == "0.2.13"
 
@@ -131,4 +126,4 @@ def test_same_event_for_every_seed_and_speed(run: Starter, speed: float) -> None
     runs = [run(seed=seed, speed=speed) for seed in (0, 0, 1, 99)]
     lines = [[line.data for line in sim.transcript] for sim in runs]
     assert lines[0] == lines[1] == lines[2] == lines[3]
-    assert runs[0].events == [done_event("0.9.4")]
+    assert runs[0].events == [done_event("0.2.13")]

@@ -50,8 +50,8 @@ class Processes:
         self.stopping = True
         for index, proc in self.live.items():
             self.quitting.add(index)
-            if proc.stdin is not None:
-                proc.stdin.close()
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()  # as zread, SIGTERM quits: the done event still comes
 
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()

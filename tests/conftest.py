@@ -1,0 +1,36 @@
+"""Every test runs in a fresh project directory with a fresh HOME, so nothing the
+simulator writes where zread writes (``~/.zread/``, the project's ``.zread/``) lands
+in the real HOME or in this repository; the session checks it at its end."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+REAL_HOME = Path(os.environ.get("HOME", "/nonexistent"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_written_where_it_must_not_be() -> Iterator[None]:
+    """zread's places of the real machine are as they were when the run began."""
+    watched = [REPOSITORY / ".zread", REAL_HOME / ".zread"]
+    before = {path: path.exists() for path in watched}
+    yield
+    created = [str(path) for path in watched if path.exists() and not before[path]]
+    assert not created, f"the test run wrote into {', '.join(created)}"
+
+
+@pytest.fixture(autouse=True)
+def zread_places(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fresh project (the working directory); HOME is a fresh folder beside it."""
+    root = tmp_path_factory.mktemp("zread-places")
+    home, project = root / "home", root / "project"
+    home.mkdir()
+    project.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(project)
+    return project

@@ -1,0 +1,268 @@
+"""The binary's surface end to end: a ``zread`` written by ``zread-sim install``, run as
+real processes the way zread's clients run it.
+
+Every test installs its own ``zread`` into ``tmp_path`` and runs it by path or found on
+PATH, most of them in the environment a sandboxing client leaves its child (HOME, PATH,
+LANG, LC_ALL, TMPDIR and nothing else), with stdin null as a desktop hub spawns it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}[sys.platform]
+GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[
+    platform.machine().lower()
+]
+COMMANDS = ["browse", "config", "generate", "login", "update", "version"]
+
+
+def install(folder: Path, *options: str) -> Path:
+    """``zread-sim install folder *options`` as a real process; the script it wrote."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator", "install", str(folder), *options],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    script = folder.absolute() / "zread"
+    assert done.stdout == f"{script}\n".encode()
+    assert os.access(script, os.X_OK)
+    return script
+
+
+def sandbox(root: Path, **extra: str) -> dict[str, str]:
+    """A child environment as a sandboxed wiki job builds it: a fresh HOME and no more."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    env = {"HOME": str(home), "PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    env["TMPDIR"] = str(root)
+    env.update(extra)
+    return env
+
+
+def zread(
+    program: Path | str, *argv: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """One run with stdin null, as a hub spawns zread."""
+    return subprocess.run(
+        [str(program), *argv],
+        env=env,
+        cwd=cwd or env["HOME"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def events_of(done: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]]:
+    """Every stdout line, each of which must parse as a JSON event (a strict client)."""
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events and all(isinstance(e, dict) for e in events)
+    return events
+
+
+def one_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    err = done.stderr.decode()
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def release(tmp_path: Path, version: str) -> str:
+    path = tmp_path / f"release-{version}.toml"
+    path.write_text(f'[world.release]\ncurrent_version = "{version}"\n', encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    return tmp_path / "bin"
+
+
+# -- a sandboxed job: stripped environment, the version pin --------------------------------
+
+
+def test_the_version_pin_holds_in_a_stripped_environment(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir)
+    env = sandbox(tmp_path)
+    done = zread(script, "version", "--stdio", env=env)
+    assert done.returncode == 0, done.stderr
+    last = events_of(done)[-1]
+    assert last["done"] is True and last["vm"]["version"] == "0.2.13"
+    assert done.stderr == b""
+    assert list(Path(env["HOME"]).iterdir()) == []  # version writes nothing
+
+
+def test_baked_options_steer_a_stripped_environment(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir, "--scenario", release(tmp_path, "1.0.0"), "--speed", "0")
+    env = sandbox(tmp_path)
+    assert events_of(zread(script, "version", "--stdio", env=env))[-1]["vm"]["version"] == "1.0.0"
+    # A variable set at run time beats the baked option; a flag beats both.
+    env["ZREAD_SIM_SCENARIO"] = release(tmp_path, "2.0.0")
+    assert events_of(zread(script, "version", "--stdio", env=env))[-1]["vm"]["version"] == "2.0.0"
+    flag = ["--scenario", release(tmp_path, "3.0.0")]
+    by_flag = zread(script, "version", "--stdio", *flag, env=env)
+    assert events_of(by_flag)[-1]["vm"]["version"] == "3.0.0"
+
+
+def test_a_baked_scenario_and_speed_run_a_whole_flow(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir, "--scenario", "up-to-date", "--speed", "0")
+    done = zread(script, "update", "--stdio", env=sandbox(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert [e["vm"]["state"] for e in events_of(done)] == ["checking", "up_to_date"]
+
+
+def test_a_relative_scenario_is_baked_as_the_file_it_named(
+    tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("mine.toml").write_text('[world.release]\ncurrent_version = "5.6.7"\n')
+    script = install(Path("bin"), "--scenario", "mine.toml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = zread(script, "version", "--stdio", env=sandbox(elsewhere))
+    assert events_of(done)[-1]["vm"]["version"] == "5.6.7"
+
+
+def test_generate_with_the_flags_a_sandboxed_job_passes(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir, "--scenario", "empty", "--speed", "0")
+    project = tmp_path / "project"
+    project.mkdir()
+    done = zread(
+        script,
+        "generate",
+        "--draft",
+        "clear",
+        "--yes",
+        "--stdio",
+        env=sandbox(tmp_path),
+        cwd=project,
+    )
+    assert done.returncode == 0, done.stderr
+    events = events_of(done)
+    assert events[-1]["done"] is True and events[-1]["vm"]["state"] == "done"
+    assert all(e["error"] == "" and e["vm"]["state"] != "error" for e in events)
+
+
+# -- a desktop hub: found on PATH, the help probes -------------------------------------------
+
+
+def test_the_help_probes_of_a_desktop_hub(tmp_path: Path, bin_dir: Path) -> None:
+    install(bin_dir)
+    env = sandbox(tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.defpath}")
+    found = shutil.which("zread", path=env["PATH"])
+    assert found == str(bin_dir / "zread")
+    version = zread(found, "version", "--stdio", env=env)
+    json_lines = [json.loads(line) for line in version.stdout.splitlines() if line.startswith(b"{")]
+    assert json_lines[-1]["vm"]["version"] == "0.2.13"
+    expected = {
+        "generate": [
+            "Generate wiki documentation",
+            "--stdio",
+            "-y, --yes",
+            "--draft",
+            "--skip-failed",
+        ],
+        "login": ["Login flow", "--custom"],
+        "update": ["Update Zread to the latest version"],
+    }
+    for command, texts in expected.items():
+        done = zread(found, command, "--help", env=env)
+        assert done.returncode == 0, (command, done.stderr)
+        out = done.stdout.decode()
+        assert out.startswith(texts[0]), (command, out)
+        for text in texts:
+            assert text in out, (command, text)
+
+
+def test_the_program_help_lists_the_six_commands(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir)
+    env = sandbox(tmp_path)
+    outputs = []
+    for argv in (["--help"], ["-h"], []):
+        done = zread(script, *argv, env=env)
+        assert done.returncode == 0 and done.stderr == b""
+        outputs.append(done.stdout.decode())
+    assert outputs[0] == outputs[1] == outputs[2]
+    listed = outputs[0].split("Available Commands:\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split()[0] for line in listed] == sorted([*COMMANDS, "help"])
+    assert "scenarios" not in outputs[0] and "--scenario" not in outputs[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_help_exits_0(tmp_path: Path, bin_dir: Path, command: str) -> None:
+    done = zread(install(bin_dir), command, "--help", env=sandbox(tmp_path))
+    assert done.returncode == 0 and done.stderr == b""
+    assert f"  zread {command} [flags]" in done.stdout.decode()
+
+
+def test_browse_help_lists_its_flags(tmp_path: Path, bin_dir: Path) -> None:
+    out = zread(install(bin_dir), "browse", "--help", env=sandbox(tmp_path)).stdout.decode()
+    for flag in ("--host", "--port", "--version", "--generate", "--stdio"):
+        assert flag in out
+
+
+# -- the version, for people and Homebrew's formula test ---------------------------------
+
+
+def test_version_and_dash_dash_version_print_the_version(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir)
+    env = sandbox(tmp_path)
+    done = zread(script, "version", env=env)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode() == f"zread version 0.2.13 {GO_OS}/{GO_ARCH}\n"
+    flag = zread(script, "--version", env=env)
+    assert (flag.returncode, flag.stdout) == (0, b"zread version 0.2.13\n")
+
+
+def test_the_version_line_follows_the_baked_scenario(tmp_path: Path, bin_dir: Path) -> None:
+    script = install(bin_dir, "--scenario", release(tmp_path, "9.8.7"))
+    done = zread(script, "version", env=sandbox(tmp_path))
+    assert done.stdout.startswith(b"zread version 9.8.7 ")
+
+
+# -- usage errors name zread ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["scenarios"], 'zread: unknown command "scenarios" for "zread"'),
+        (["install", "x"], 'zread: unknown command "install" for "zread"'),
+        (["generate", "--stdio", "--bogus"], "zread: generate: unrecognized arguments: --bogus"),
+        (["browse", "--stdio", "--host", "0.0.0.0"], "zread: browse: argument --host: refusing"),
+        (["browse", "--stdio", "--port", "99999"], "zread: browse: argument --port: expected"),
+        (["config"], "zread: the simulator stands in for zread's machine-readable mode only"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_2(
+    tmp_path: Path, bin_dir: Path, argv: list[str], says: str
+) -> None:
+    done = zread(install(bin_dir), *argv, env=sandbox(tmp_path))
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert one_line(done).startswith(says)
+
+
+def test_zread_sim_keeps_its_own_commands(tmp_path: Path) -> None:
+    sim = Path(sys.executable).parent / "zread-sim"
+    done = zread(sim, "scenarios", env=sandbox(tmp_path))
+    assert done.returncode == 0
+    assert done.stdout.decode().splitlines()[0].startswith("default ")
+    helped = zread(sim, "--help", env=sandbox(tmp_path)).stdout.decode()
+    assert "Simulator Commands:" in helped and "--scenario" in helped
