@@ -437,7 +437,8 @@ def _run(
 
     scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
     store = None
-    if args.files:  # zread's files: HOME's (or --home's) .zread/ and the project's
+    # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
+    if args.files and args.command != "version":
         from simulator.hosts.files import FileStore
 
         home = args.home or environ.get("HOME") or None

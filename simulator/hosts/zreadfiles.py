@@ -295,6 +295,10 @@ class WikiIndex(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     pages: list[PageEntry]
 
 
+_WIKI_DECODER = msgspec.json.Decoder(WikiIndex)
+"""Made when the module is: its types are resolved once, while the module is whole."""
+
+
 def page_entry(page: Page) -> PageEntry:
     """The wiki.json entry of a catalog page."""
     if page.level not in LEVELS:
@@ -340,7 +344,7 @@ def decode_wiki(data: bytes) -> WikiIndex:
     wrong type, an unknown level or language, a page file that is not ``<slug>.md``,
     two pages with one slug."""
     try:
-        index = msgspec.json.decode(data.removeprefix(_BOM), type=WikiIndex)
+        index = _WIKI_DECODER.decode(data.removeprefix(_BOM))
     except msgspec.ValidationError as err:
         raise WikiFileError(f"wiki.json: {err}") from None
     except msgspec.DecodeError as err:
@@ -577,6 +581,9 @@ class LoginRecord(msgspec.Struct, kw_only=True):
     logged_in_at: str = ""
 
 
+_LOGIN_DECODER = msgspec.json.Decoder(LoginRecord)
+
+
 def encode_login(
     username: str, region: str, model: str, *, logged_in_at: dt.datetime | None = None
 ) -> bytes:
@@ -591,7 +598,7 @@ def decode_login(data: bytes) -> LoginRecord:
     """What a login.json says: any JSON object (keys the simulator does not write are
     ignored, missing ones are empty), or :class:`LoginFileError`."""
     try:
-        return msgspec.json.decode(data.removeprefix(_BOM), type=LoginRecord)
+        return _LOGIN_DECODER.decode(data.removeprefix(_BOM))
     except msgspec.ValidationError as err:
         raise LoginFileError(f"login.json: {err}") from None
     except msgspec.DecodeError as err:

@@ -8,14 +8,16 @@ and kills the process on exit from its ``with`` block whatever happened.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,13 @@ __all__ = [
     "ENVELOPE_KEYS",
     "MAX_LINE",
     "Proc",
+    "Program",
     "assert_envelope_line",
     "assert_envelopes",
     "assert_rejected",
     "encode",
     "go_json",
+    "install_zread",
     "vm_and_waiting_for_bytes",
     "vm_bytes",
     "write_scenario",
@@ -141,10 +145,15 @@ class Proc:
         seed: int | None = None,
         stdio: bool = True,
         env: Mapping[str, str] | None = None,
+        files: bool = False,
     ) -> None:
+        """``files``: read and write zread's files in the test's HOME and project; off,
+        the process runs ``--no-files``: the protocol alone, the same run after run."""
         argv = [sys.executable, "-m", "simulator", command]
         if stdio:
             argv.append("--stdio")
+        if not files:
+            argv.append("--no-files")
         if speed is not None:
             argv += ["--speed", str(speed)]
         if scenario is not None:
@@ -384,3 +393,67 @@ class Proc:
             event = self.read_until(predicate, timeout)
         assert predicate(event), event
         return event
+
+
+def install_zread(folder: Path, *options: str) -> Path:
+    """``zread-sim install folder *options`` as a real process (no ``ZREAD_SIM_*``
+    variable passed on); the folder holding the ``zread`` it wrote."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator", "install", str(folder), *options],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    script = folder.absolute() / "zread"
+    assert done.stdout == f"{script}\n".encode()
+    assert os.access(script, os.X_OK)
+    return script.parent
+
+
+class Program(Proc):
+    """A :class:`Proc` for any command line: an installed ``zread`` by path or found on
+    PATH, or a whole line run by ``/bin/sh`` (``shell``), in the working directory
+    ``cwd`` and with exactly the environment ``env`` (nothing of this process's is
+    added). It runs in a process group of its own, and leaving the ``with`` block kills
+    the group while its leader runs, so nothing a shell started is left behind."""
+
+    def __init__(
+        self,
+        argv: Sequence[str] | str,
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        shell: bool = False,
+    ) -> None:
+        self.argv = [argv] if isinstance(argv, str) else list(argv)
+        self.popen = subprocess.Popen(
+            argv,
+            shell=shell,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
+        self._out_fd = self.popen.stdout.fileno()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._out_fd, selectors.EVENT_READ)
+        self._buffer = bytearray()
+        self._eof = False
+        self.raw = []
+        self.events = []
+        self._stderr = bytearray()
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        super().kill()

@@ -100,6 +100,7 @@ def process_run(
     if seed is not None:
         cmd += ["--seed", str(seed)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env["ZREAD_SIM_FILES"] = "0"  # the protocol alone: virtual time writes no files either
     popen = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )

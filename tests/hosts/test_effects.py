@@ -1,11 +1,13 @@
-"""Tests for simulator.hosts.effects: the EffectHost with and without a home, and the effects
-the charts ask for.
+"""Tests for simulator.hosts.effects: the EffectHost with and without a store, and the
+effects the charts ask for.
 
-Without a home, saving is a no-op that writes nothing anywhere (the working directory
-is an empty tmp_path and must stay so); with one, each persisted effect reaches it.
-Which effect a generate run asks for, and when, is checked on a sans-I/O Session in
-virtual time. Starting and stopping the browse server is checked against real servers
-on ephemeral ports.
+Without a store, a persisted effect is a no-op that writes nothing anywhere (the working
+directory is an empty tmp_path and must stay so); with one, each persisted effect
+reaches it, and a :class:`~simulator.hosts.files.FileStore` turns it into zread's files
+(``config.yaml``, ``login.json``, the draft, the versions, ``current``). Which effect a
+generate run asks for, and when, is checked on a sans-I/O Session in virtual time.
+Starting and stopping the browse server is checked against real servers on ephemeral
+ports.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import pytest
 
 from simulator.core.driver import Flags
 from simulator.core.effects import (
+    PERSISTED,
+    CatalogReady,
     DraftLeft,
+    PageWritten,
     SaveConfig,
     SaveLogin,
     ServerStarted,
@@ -28,71 +33,156 @@ from simulator.core.effects import (
     WikiGenerated,
 )
 from simulator.core.session import Outcome, Session
+from simulator.hosts import zreadfiles as zf
 from simulator.hosts.effects import EffectHost
-from simulator.hosts.home import Home, HomeError
-from simulator.scenario import load_scenario
+from simulator.hosts.files import FileStore
+from simulator.scenario import load_scenario, wiki
 from simulator.scenario.wiki import Page
 from simulator.scenario.world import Account, Draft, World
 from statecharts import load_chart
 
-PERSISTED = [
+CATALOG = wiki.catalog(0, "acme/widget", 3)
+SAVED: list[object] = [
     SaveConfig({"language": "fr", "max_concurrent": "3"}),
     SaveLogin("ada", "cn", "glm-4.5-air"),
-    DraftLeft(4),
-    WikiGenerated(pages_done=16, pages_total=16),
+    CatalogReady(CATALOG, "en"),
+    PageWritten(1),
+    DraftLeft(1),
+    PageWritten(2),
+    WikiGenerated(pages_done=2, pages_total=3),
 ]
+"""One of each persisted effect, in an order a session could ask for them."""
 
 
-def test_without_a_home_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+class Recorder:
+    """A store that keeps what it was asked (the :class:`Store` interface)."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+        self.closed = False
+
+    def world(self, base: World, *, seed: int = 0) -> World:
+        return base
+
+    def apply(self, effect: object) -> None:
+        self.applied.append(effect)
+
+    def site(self, version: str) -> None:
+        return None  # the drawn wiki stands in
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> tuple[Path, Path]:
+    """An empty HOME and an empty project, side by side."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    return home, project
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_every_persisted_effect_type_has_an_example() -> None:
+    assert {type(effect) for effect in SAVED} == set(PERSISTED)
+
+
+def test_without_a_store_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     host = EffectHost()
     assert host.home is None
-    for effect in PERSISTED:
+    for effect in SAVED:
         assert host.perform(0, effect) is None
     host.close()
     assert list(tmp_path.iterdir()) == []
 
 
-def test_with_a_home_each_saved_effect_persists(tmp_path: Path) -> None:
-    host = EffectHost(home=Home(tmp_path / "home"))
-    for effect in PERSISTED[:3]:
+def test_with_a_store_each_persisted_effect_reaches_it_and_close_closes_it() -> None:
+    store = Recorder()
+    host = EffectHost(home=store)
+    for effect in SAVED:
+        assert host.perform(0, effect) is None
+    assert host.perform(0, StopServer()) is None
+    assert store.applied == SAVED  # in order, and nothing but the persisted ones
+    assert not store.closed
+    host.close()
+    assert store.closed
+
+
+def test_saved_config_and_login_are_zreads_files(places: tuple[Path, Path]) -> None:
+    home, project = places
+    host = EffectHost(home=FileStore(home, project))
+    for effect in SAVED[:2]:
         assert host.perform(0, effect) is None
     host.close()
-    with Home(tmp_path / "home") as home:
-        world = home.world(World())
+    assert {"config.yaml", "login.json"} <= set(files_under(home / ".zread"))
+    for name in ("config.yaml", "login.json"):
+        assert (home / ".zread" / name).stat().st_mode & 0o777 == 0o600
+    assert files_under(project) == []
+    world = FileStore(home, project).world(World())
     assert (world.config.language, world.config.max_concurrent) == ("fr", 3)
-    assert world.config.llm_model == "glm-4.5-air"
     assert world.account == Account(username="ada", logged_in=True)
-    assert world.draft == Draft(done=4)
 
 
-def test_with_a_home_a_generated_wiki_persists(tmp_path: Path) -> None:
-    host = EffectHost(home=Home(tmp_path))
-    host.perform(0, DraftLeft(2))
-    host.perform(0, PERSISTED[3])
+def test_a_generated_wiki_is_a_new_current_version(places: tuple[Path, Path]) -> None:
+    home, project = places
+    host = EffectHost(home=FileStore(home, project))
+    for effect in SAVED[2:]:
+        host.perform(0, effect)
     host.close()
-    with Home(tmp_path) as home:
-        world = home.world(World())
-    assert len(world.wikis) == 2
-    assert [w.current for w in world.wikis] == [False, True]
+    current = zf.decode_current(zf.current_path(project).read_bytes())
+    assert current is not None
+    version = zf.version_dir(project, current)
+    index = zf.decode_wiki(zf.wiki_json_path(version).read_bytes())
+    assert [p.slug for p in index.pages] == [p.slug for p in CATALOG[:2]]  # the pages written
+    assert sorted(p.name for p in version.iterdir()) == sorted(
+        ["wiki.json", *(f"{p.slug}.md" for p in CATALOG[:2])]
+    )
+    assert not zf.drafts_dir(project).exists()
+    world = FileStore(home, project).world(World())
+    assert [(w.id, w.current) for w in world.wikis] == [(current, True)]
     assert world.draft is None
 
 
-def test_other_effects_do_not_touch_the_home(tmp_path: Path) -> None:
-    home = Home(tmp_path)
-    host = EffectHost(home=home)
+def test_a_stopped_run_leaves_its_draft(places: tuple[Path, Path]) -> None:
+    home, project = places
+    host = EffectHost(home=FileStore(home, project))
+    for effect in (CatalogReady(CATALOG, "en"), PageWritten(2), DraftLeft(1)):
+        host.perform(0, effect)
+    host.close()
+    drafts = zf.drafts_dir(project)
+    draft_id = zf.decode_wiki(zf.wiki_json_path(drafts).read_bytes()).id
+    assert not zf.versions_dir(project).exists()
+    assert not zf.current_path(project).exists()
+    world = FileStore(home, project).world(World())
+    assert world.draft == Draft(done=1, id=draft_id, finished=[CATALOG[1].slug])
+    assert world.wikis == []
+
+
+def test_other_effects_do_not_touch_the_store(places: tuple[Path, Path]) -> None:
+    home, project = places
+    store = FileStore(home, project)
+    host = EffectHost(home=store)
     assert host.perform(0, StopServer()) is None
-    assert home.world(World()) == World()
     host.close()
+    assert store.world(World()) == World()
+    assert files_under(home) == files_under(project) == []
 
 
-def test_close_closes_the_home(tmp_path: Path) -> None:
-    home = Home(tmp_path)
-    host = EffectHost(home=home)
-    host.close()
-    with pytest.raises(HomeError, match="closed"):
-        home.apply(DraftLeft(1))
+def test_a_closed_file_store_holds_nothing_and_still_writes(places: tuple[Path, Path]) -> None:
+    home, project = places
+    store = FileStore(home, project)
+    store.close()
+    store.apply(SaveConfig({"language": "fr"}))
+    values = zf.config_values(zf.read_config(zf.config_path(home).read_bytes()))
+    assert values["language"] == "fr"
 
 
 # -- what the charts ask for (a sans-I/O Session in virtual time) --------------------
@@ -117,9 +207,13 @@ class Run:
     def until(self, predicate: Callable[[dict[str, Any]], bool]) -> None:
         """Fire timers one event at a time until an event satisfies ``predicate``."""
         while not predicate(self.last):
-            deadline = self.session.next_deadline()
-            assert deadline is not None, self.last
-            self._take(self.session.advance(deadline, limit=1))
+            self.step()
+
+    def step(self) -> None:
+        """Fire the next timer."""
+        deadline = self.session.next_deadline()
+        assert deadline is not None, self.last
+        self._take(self.session.advance(deadline, limit=1))
 
     def feed(self, type_: str, **params: Any) -> None:
         self._take(self.session.feed(json.dumps({"type": type_, "params": params}).encode()))
@@ -128,33 +222,69 @@ class Run:
     def quit(self) -> None:
         self._take(self.session.quit())
 
+    def done_ids(self) -> list[int]:
+        """The tasks the last event shows done, by id."""
+        return [t["id"] for t in self.last["vm"]["pages"]["tasks"] if t["state"] == "done"]
+
 
 def running(event: dict[str, Any]) -> bool:
     return bool(event["vm"]["pages"]["done"] >= 3)
 
 
-def test_generate_to_done_asks_for_a_new_version() -> None:
+def catalog_of(run: Run, *, resumed: bool = False) -> CatalogReady:
+    """The run's first effect: the catalog, its pages the tasks the vm shows."""
+    first = run.effects[0]
+    assert isinstance(first, CatalogReady)
+    assert first.resumed is resumed
+    assert first.language == "en"
+    tasks = run.last["vm"]["pages"]["tasks"]
+    assert [(p.id, p.title, p.slug) for p in first.pages] == [
+        (t["id"], t["title"], t["slug"]) for t in tasks
+    ]
+    return first
+
+
+def written(run: Run) -> list[int]:
+    """The pages the run asked to write, in the order it asked."""
+    return [effect.page_id for effect in run.effects if isinstance(effect, PageWritten)]
+
+
+def test_generate_to_done_writes_the_catalog_each_page_then_a_version() -> None:
     run = Run(yes=True)
     run.until(lambda e: e["done"])
-    assert run.effects == [WikiGenerated(pages_done=16, pages_total=16)]
+    catalog = catalog_of(run)
+    assert len(catalog.pages) == 16
+    assert sorted(written(run)) == list(range(1, 17))  # each page once, as it finished
+    assert run.effects[1:-1] == [PageWritten(n) for n in written(run)]
+    assert run.effects[-1] == WikiGenerated(pages_done=16, pages_total=16)
 
 
-def test_generate_skip_all_asks_for_a_new_version_with_the_pages_done() -> None:
+def test_each_page_is_written_in_the_event_that_shows_it_done() -> None:
+    run = Run(yes=True)
+    while not run.last["done"]:
+        run.step()
+        assert sorted(written(run)) == run.done_ids()
+
+
+def test_generate_skip_all_writes_a_version_of_the_pages_done() -> None:
     run = Run("failing-pages", yes=True)
     run.until(lambda e: "skip_all" in e["waiting_for"])
-    assert run.effects == []
+    assert not any(isinstance(effect, WikiGenerated | DraftLeft) for effect in run.effects)
     done = run.last["vm"]["pages"]["done"]
+    assert sorted(written(run)) == run.done_ids()
+    assert {3, 7}.isdisjoint(written(run))
     run.feed("skip_all")
     assert run.last["done"] is True
-    assert run.effects == [WikiGenerated(pages_done=done, pages_total=16)]
-    assert done < 16
+    assert run.effects[-1] == WikiGenerated(pages_done=done, pages_total=16)
+    assert done == 14
 
 
-def test_generate_skip_failed_flag_asks_for_a_new_version() -> None:
+def test_generate_skip_failed_flag_writes_a_version() -> None:
     run = Run("failing-pages", yes=True, skip_failed=True)
     run.until(lambda e: e["done"])
-    assert len(run.effects) == 1
-    assert isinstance(run.effects[0], WikiGenerated)
+    catalog_of(run)
+    assert run.effects[-1] == WikiGenerated(pages_done=14, pages_total=16)
+    assert sum(isinstance(effect, WikiGenerated) for effect in run.effects) == 1
 
 
 @pytest.mark.parametrize("action", ["cancel", "browse"])
@@ -186,7 +316,9 @@ def test_generate_cancel_while_pages_run_leaves_a_draft() -> None:
     run.feed("cancel")
     assert run.last["done"] is True
     done = run.last["vm"]["pages"]["done"]
-    assert run.effects == [DraftLeft(done)]
+    catalog_of(run)
+    assert sorted(written(run)) == run.done_ids()
+    assert run.effects[-1] == DraftLeft(done)
     assert 3 <= done < 16
 
 
@@ -198,29 +330,41 @@ def test_generate_cancel_in_the_catalog_leaves_an_empty_draft() -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "where"),
+    ("scenario", "where", "catalog_made"),
     [
-        ("default", lambda e: e["vm"]["catalog"]["tool_name"] != ""),
-        ("default", running),
-        ("catalog-error", lambda e: "retry_catalog" in e["waiting_for"]),
-        ("failing-pages", lambda e: "skip_all" in e["waiting_for"]),
+        ("default", lambda e: e["vm"]["catalog"]["tool_name"] != "", False),
+        ("default", running, True),
+        ("catalog-error", lambda e: "retry_catalog" in e["waiting_for"], False),
+        ("failing-pages", lambda e: "skip_all" in e["waiting_for"], True),
     ],
     ids=["catalog", "pages", "catalog_error", "retry_gate"],
 )
 def test_generate_quit_while_running_leaves_a_draft(
-    scenario: str, where: Callable[[dict[str, Any]], bool]
+    scenario: str, where: Callable[[dict[str, Any]], bool], catalog_made: bool
 ) -> None:
     run = Run(scenario, yes=True)
     run.until(where)
     done = run.last["vm"]["pages"]["done"]
     run.quit()
-    assert run.effects == [DraftLeft(done)]
+    assert run.effects[-1] == DraftLeft(done)
+    assert isinstance(run.effects[0], CatalogReady) is catalog_made
+    assert sorted(written(run)) == run.done_ids()
 
 
-def test_generate_resumed_draft_to_done_asks_for_a_new_version() -> None:
+def test_generate_yes_alone_starts_a_draft_over() -> None:
     run = Run("draft", yes=True)
     run.until(lambda e: e["done"])
-    assert run.effects == [WikiGenerated(pages_done=16, pages_total=16)]
+    assert catalog_of(run).resumed is False
+    assert sorted(written(run)) == list(range(1, 17))
+    assert run.effects[-1] == WikiGenerated(pages_done=16, pages_total=16)
+
+
+def test_generate_resumed_draft_writes_only_the_rest_then_a_version() -> None:
+    run = Run("draft", draft_action="resume")
+    run.until(lambda e: e["done"])
+    catalog_of(run, resumed=True)
+    assert sorted(written(run)) == list(range(7, 17))  # the draft had pages 1-6
+    assert run.effects[-1] == WikiGenerated(pages_done=16, pages_total=16)
 
 
 def test_config_save_says_which_values_it_started_from() -> None:

@@ -61,6 +61,7 @@ class Processes:
         with tempfile.TemporaryDirectory(prefix="zread-load-") as folder:
             write_zread_executable(Path(folder))
             env = dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+            env.setdefault("ZREAD_SIM_FILES", "0")  # a load test writes no zread files
             ticker = loop.create_task(tick(self.stats, lambda: len(self.live), None, self.progress))
             if self.config.duration is not None:
                 loop.call_later(self.config.duration, self.stop)

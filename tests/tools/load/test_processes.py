@@ -113,8 +113,8 @@ def test_an_exit_code_is_an_error(tmp_path: Path) -> None:
     assert summary["per_session"][0]["outcome"] == "error"
 
 
-def test_the_duration_closes_stdin_and_counts_the_processes_interrupted() -> None:
-    # At speed 1 a generate takes seconds; its stdin closed, it quits with done:true.
+def test_the_duration_ends_the_processes_and_counts_them_interrupted() -> None:
+    # At speed 1 a generate takes seconds; SIGTERM at the duration: it quits with done:true.
     config = LoadConfig(command="generate", args=["-y"], concurrency=2, duration=0.5)
     summary = asyncio.run(Processes(config, "default", None).run())
     assert summary["sessions"] == summary["interrupted"] == 2
