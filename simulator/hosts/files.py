@@ -111,6 +111,10 @@ class FileStore:
         self._catalog: tuple[Page, ...] = ()
         self._language = "en"
         self._draft_id = ""
+        self._generated_at = ""
+        self._finished: list[str] = []
+        self._written: set[str] = set()
+        """The slugs of the pages this run finished (or resumed): its version's pages."""
         self._sources: list[tuple[str, int]] | None = None
 
     # -- what a session starts from ----------------------------------------------------
@@ -121,7 +125,7 @@ class FileStore:
         world = self._user_side(base)
         world = self._project_side(world)
         if world.draft is not None:
-            self._draft_id = world.draft.id
+            self._draft_id, self._finished = world.draft.id, list(world.draft.finished)
         self.log(f"start: seed {seed}, project {self.project}")
         return world
 
@@ -248,36 +252,58 @@ class FileStore:
 
     def _catalog_ready(self, effect: CatalogReady) -> None:
         self._catalog, self._language = effect.pages, effect.language
+        self._written = set()
         if effect.resumed and self._draft_id:
+            self._written = set(self._finished)
             return  # the draft on disk goes on, with its id and its pages
-        top = zf.project_dir(self.project)
         drafts = zf.drafts_dir(self.project)
-        with self._project_lock(top):
-            taken = {v.name for v in _dirs(zf.versions_dir(self.project))}
+        with self._project_lock():
             now = self._clock()
-            self._draft_id = zf.next_free_id(now, taken)
+            self._draft_id = zf.next_free_id(now, self._ids_taken())
+            self._generated_at = self._time(now)
             if drafts.exists():
                 shutil.rmtree(drafts)  # a draft started over, or cleared
             drafts.mkdir(parents=True)
-            index = self._index(effect.pages, now)
+            index = self._index(effect.pages)
             zf.write_atomic(zf.wiki_json_path(drafts), zf.encode_wiki(index))
         self.log(f"catalog ready: {len(effect.pages)} pages, draft {self._draft_id}")
 
-    def _index(self, pages: tuple[Page, ...], now: dt.datetime) -> zf.WikiIndex:
-        utc = now.astimezone(dt.UTC)
+    def _ids_taken(self) -> set[str]:
+        """The versions' ids, and the draft's: another run may be writing it."""
+        taken = {entry.name for entry in _dirs(zf.versions_dir(self.project))}
+        if self._draft_is(None):
+            draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
+            with contextlib.suppress(OSError, ValueError):
+                taken.add(zf.decode_wiki(draft_file.read_bytes()).id)
+        return taken
+
+    def _time(self, now: dt.datetime) -> str:
+        return zf.go_time(now.astimezone(dt.UTC), time.time_ns() % 1_000_000_000)
+
+    def _index(self, pages: tuple[Page, ...] | list[Page]) -> zf.WikiIndex:
         return zf.WikiIndex(
             id=self._draft_id,
-            generated_at=zf.go_time(utc, time.time_ns() % 1_000_000_000),
+            generated_at=self._generated_at or self._time(self._clock()),
             language="zh" if self._language == "zh" else "en",
             pages=[zf.page_entry(page) for page in pages],
         )
 
-    def _page_written(self, effect: PageWritten) -> None:
+    def _draft_is(self, wiki_id: str | None) -> bool:
+        """``drafts/`` holds the draft ``wiki_id`` (None: any draft). Another run in the
+        same project may have started its own over it (zread keeps one per project)."""
+        draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
+        if not draft_file.is_file():
+            return False
+        if wiki_id is None:
+            return True
+        try:
+            return zf.decode_wiki(draft_file.read_bytes()).id == wiki_id
+        except (OSError, ValueError):
+            return False
+
+    def _markdown(self, page: Page) -> bytes:
         from simulator.scenario import wiki
 
-        if not 1 <= effect.page_id <= len(self._catalog):
-            return
-        page = self._catalog[effect.page_id - 1]
         if self._sources is None:
             self._sources = project_sources(self.project)
         others = [(p.title, p.slug) for p in self._catalog if p.slug != page.slug]
@@ -288,29 +314,55 @@ class FileStore:
             others=others,
             sources=self._sources,
         )
-        drafts = zf.drafts_dir(self.project)
-        drafts.mkdir(parents=True, exist_ok=True)
-        zf.write_atomic(drafts / zf.page_file(page.slug), text.encode("utf-8"))
+        return text.encode("utf-8")
+
+    def _page_written(self, effect: PageWritten) -> None:
+        if not 1 <= effect.page_id <= len(self._catalog):
+            return
+        page = self._catalog[effect.page_id - 1]
+        self._written.add(page.slug)
+        data = self._markdown(page)
+        with self._project_lock():
+            if self._draft_is(self._draft_id):  # else another run took the draft over
+                drafts = zf.drafts_dir(self.project)
+                zf.write_atomic(drafts / zf.page_file(page.slug), data)
 
     def _commit(self, effect: WikiGenerated) -> None:
-        top = zf.project_dir(self.project)
         drafts = zf.drafts_dir(self.project)
         draft_file = zf.wiki_json_path(drafts)
-        if not draft_file.exists():
-            return
-        with self._project_lock(top):
-            index = self._read(draft_file, zf.decode_wiki)
-            written = [p for p in index.pages if (drafts / p.file).exists()]
-            if len(written) != len(index.pages):  # skip_all: only the pages written
-                index = msgspec.structs.replace(index, pages=written)
-                zf.write_atomic(draft_file, zf.encode_wiki(index))
-            target = zf.version_dir(self.project, index.id)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(drafts, target)
+        with self._project_lock():
+            if self._draft_is(self._draft_id):
+                index = self._read(draft_file, zf.decode_wiki)
+                written = [p for p in index.pages if (drafts / p.file).exists()]
+                if len(written) != len(index.pages):  # skip_all: only the pages written
+                    index = msgspec.structs.replace(index, pages=written)
+                    zf.write_atomic(draft_file, zf.encode_wiki(index))
+                target = zf.version_dir(self.project, index.id)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(drafts, target)
+            else:  # the draft was taken over: the version is written from this run's pages
+                index = self._commit_from_memory()
+                written = index.pages
             zf.write_atomic(zf.current_path(self.project), zf.encode_current(index.id))
         self.log(f"wiki {index.id}: {len(written)} of {effect.pages_total} pages, now current")
 
-    def _project_lock(self, top: Path) -> Any:
+    def _commit_from_memory(self) -> zf.WikiIndex:
+        if zf.version_dir(self.project, self._draft_id).exists():
+            self._draft_id = zf.next_free_id(self._clock(), self._ids_taken())
+        pages = [page for page in self._catalog if page.slug in self._written]
+        index = self._index(pages)
+        staging = zf.project_dir(self.project) / f".version-{os.getpid()}-{self._draft_id}"
+        staging.mkdir(parents=True, exist_ok=True)
+        for page in pages:
+            zf.write_atomic(staging / zf.page_file(page.slug), self._markdown(page))
+        zf.write_atomic(zf.wiki_json_path(staging), zf.encode_wiki(index))
+        target = zf.version_dir(self.project, index.id)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging, target)
+        return index
+
+    def _project_lock(self) -> Any:
+        top = zf.project_dir(self.project)
         top.mkdir(parents=True, exist_ok=True)
         return zf.locked(top)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import EXIT_WITHIN, Program, install_zread, write_scenario
+from .helpers import EXIT_WITHIN, Proc, Program, install_zread, write_scenario
 
 Event = dict[str, Any]
 
@@ -155,6 +155,14 @@ def zread(
     )
 
 
+def local_now(env: Mapping[str, str]) -> dt.datetime:
+    """The wall-clock time in the child's environment (its time zone, not this one's)."""
+    done = subprocess.run(
+        ["date", "+%Y-%m-%d-%H%M%S"], env=dict(env), capture_output=True, timeout=10, check=True
+    )
+    return dt.datetime.strptime(done.stdout.decode().strip(), "%Y-%m-%d-%H%M%S")
+
+
 def strict_events(stdout: bytes) -> list[Event]:
     """Every stdout line, each of which must be a JSON object (a strict client)."""
     events = [json.loads(line) for line in stdout.splitlines()]
@@ -226,18 +234,21 @@ def check_index(directory: Path, *, pages_on_disk: bool = True) -> dict[str, Any
     assert ID.fullmatch(document["id"]), document["id"]
     assert GO_UTC.fullmatch(document["generated_at"]), document["generated_at"]
     assert document["language"] in ("en", "zh")
-    slugs = []
-    for n, page in enumerate(document["pages"], 1):
+    slugs, numbers = [], []
+    for page in document["pages"]:
         assert list(page) in PAGE_KEYS, page
         assert page.get("group", "x") != "", "group is omitted when empty"
         assert page["level"] in LEVELS, page
-        assert page["slug"].startswith(f"{n}-"), page
+        number, dash, _ = page["slug"].partition("-")
+        assert number.isdigit() and dash, page
+        numbers.append(int(number))
         assert page["file"] == f"{page['slug']}.md", page
         assert page["title"] and page["section"], page
         if pages_on_disk:
             assert (directory / page["file"]).is_file(), page
         slugs.append(page["slug"])
     assert len(set(slugs)) == len(slugs), "slugs are unique"
+    assert numbers == sorted(set(numbers)) and numbers[:1] != [0], "n is the catalog order"
     return dict(document)
 
 
@@ -269,12 +280,14 @@ def check_page(project: Path, text: str, slugs: set[str]) -> int:
     return citations
 
 
-def check_version(project: Path, wiki_id: str) -> dict[str, Any]:
-    """Everything a reader checks of one version; its wiki.json document."""
+def check_version(project: Path, wiki_id: str, catalog: set[str] | None = None) -> dict[str, Any]:
+    """Everything a reader checks of one version; its wiki.json document. Links go to
+    the pages of the ``catalog`` (default: the version's own; a partial wiki's pages
+    were written for the whole catalog)."""
     directory = wiki_root(project) / "versions" / wiki_id
     document = check_index(directory)
     assert document["id"] == wiki_id
-    slugs = {page["slug"] for page in document["pages"]}
+    slugs = catalog or {page["slug"] for page in document["pages"]}
     cited = sum(
         check_page(project, (directory / page["file"]).read_text("utf-8"), slugs)
         for page in document["pages"]
@@ -304,9 +317,9 @@ def test_a_sandboxed_wiki_job_gets_a_wiki_every_reader_check_holds(tmp_path: Pat
     assert last["done"] is True
     assert last["vm"]["version"] == "0.2.13"
 
-    started = dt.datetime.now().replace(microsecond=0)
+    started = local_now(env)
     done = zread("generate", "--draft", "clear", "--yes", "--stdio", env=env, cwd=project)
-    finished = dt.datetime.now()
+    finished = local_now(env)
     events = strict_events(done.stdout)
     for event in events:  # what makes the job quit
         assert event["error"] == "", event
@@ -318,10 +331,12 @@ def test_a_sandboxed_wiki_job_gets_a_wiki_every_reader_check_holds(tmp_path: Pat
     assert [e["done"] for e in events].count(True) == 1
 
     wiki_id = current_id(project)
-    made = dt.datetime.strptime(wiki_id, "%Y-%m-%d-%H%M%S")  # local time
-    assert started - dt.timedelta(seconds=1) <= made <= finished + dt.timedelta(seconds=1)
+    made = dt.datetime.strptime(wiki_id, "%Y-%m-%d-%H%M%S")
+    assert started <= made <= finished + dt.timedelta(seconds=1), "local time, at the catalog"
     document = check_version(project, wiki_id)
     assert len(document["pages"]) >= 2
+    numbers = [int(p["slug"].split("-")[0]) for p in document["pages"]]
+    assert numbers == list(range(1, len(numbers) + 1)), "a whole wiki: <n> is 1..N"
     assert [p["slug"] for p in document["pages"]] == task_slugs(events[-1], "done")
     stamp = dt.datetime.fromisoformat(document["generated_at"][:19]).replace(tzinfo=dt.UTC)
     now = dt.datetime.now(dt.UTC)
@@ -456,10 +471,11 @@ first = 99
 
 @pytest.mark.parametrize(
     ("scenario", "left_out"),
-    [("failing-pages", []), ("keeps-failing", ["7"])],
+    [("failing-pages", []), ("keeps-failing", [7])],
+    ids=["retries-succeed", "page-7-keeps-failing"],
 )
 def test_a_supervisor_retries_each_failed_page_then_skips_the_rest(
-    tmp_path: Path, scenario: str, left_out: list[str]
+    tmp_path: Path, scenario: str, left_out: list[int]
 ) -> None:
     if scenario == "keeps-failing":
         scenario = write_scenario(tmp_path, scenario, KEEPS_FAILING)
@@ -488,10 +504,11 @@ def test_a_supervisor_retries_each_failed_page_then_skips_the_rest(
     assert skipped is bool(left_out)
     assert event["vm"]["state"] == "done"
     done = task_slugs(event, "done")
-    failed = task_slugs(event, "failed")
-    assert [slug.split("-")[0] for slug in failed] == left_out
+    failed = [task["id"] for task in event["vm"]["pages"]["tasks"] if task["state"] == "failed"]
+    assert failed == left_out
     wiki_id = current_id(project)
-    document = check_version(project, wiki_id)
+    catalog = {task["slug"] for task in event["vm"]["pages"]["tasks"]}
+    document = check_version(project, wiki_id, catalog)
     assert [p["slug"] for p in document["pages"]] == done, "only the pages written"
     directory = wiki_root(project) / "versions" / wiki_id
     assert sorted(p.stem for p in directory.glob("*.md")) == sorted(done)
@@ -509,6 +526,18 @@ def test_a_failed_catalog_quit_at_its_gate_writes_nothing(tmp_path: Path) -> Non
         run.finish()
     assert git(project, "status", "--porcelain", "-uall") == ""
     assert not (project / ".zread").exists()
+
+
+def test_a_supervisor_retries_a_failed_catalog_to_a_wiki(tmp_path: Path) -> None:
+    project, env = supervisor_env(tmp_path, "--speed", "0", "--scenario", "catalog-error")
+    with Program("zread generate -y --stdio", env=env, cwd=project, shell=True) as run:
+        run.read_until(lambda e: "retry_catalog" in e["waiting_for"], TIMEOUT)
+        assert not (project / ".zread").exists(), "a failed catalog writes nothing"
+        run.send({"type": "retry_catalog", "params": {}})
+        last = run.read_until_done(TIMEOUT)
+        run.finish()
+    assert last["vm"]["state"] == "done"
+    check_version(project, current_id(project))
 
 
 # -- 4. browse ----------------------------------------------------------------------------
@@ -533,7 +562,7 @@ def generated(tmp_path: Path, runs: int = 1) -> tuple[Path, dict[str, str]]:
     return project, env
 
 
-def serving(run: Program) -> str:
+def serving(run: Proc) -> str:
     event = run.read_until(lambda e: e["vm"]["state"] == "serving", TIMEOUT)
     assert event["vm"]["state"] == "serving", event
     url: str = event["vm"]["url"]
@@ -561,11 +590,6 @@ def test_browse_serves_the_index_and_the_wiki_json_of_the_current_version(
         run.finish()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="browse serves page markdown drawn from the seed (citing no file), not the "
-    "project's .zread/wiki/versions/<id>/<slug>.md",
-)
 def test_browse_serves_the_pages_written_in_the_project(tmp_path: Path) -> None:
     project, env = generated(tmp_path)
     version = wiki_root(project) / "versions" / current_id(project)
@@ -577,10 +601,16 @@ def test_browse_serves_the_pages_written_in_the_project(tmp_path: Path) -> None:
             assert get(f"{url}/api/pages/{entry['slug']}") == (200, markdown), entry
             status, body = get(f"{url}/{entry['slug']}")
             assert status == 200
-            cited = [t for _, t in LINK.findall(markdown.decode()) if "#L" in t]
+            page = body.decode()
+            text = markdown.decode()
+            headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+            assert headings, entry
+            for heading in headings:  # the file's own sections
+                assert f">{html.escape(heading, quote=False)}</h2>" in page, heading
+            cited = [t for _, t in LINK.findall(text) if "#L" in t]
             assert cited, entry
-            for target in cited:  # the real file's citations, rendered as links
-                assert f'href="{html.escape(target)}"' in body.decode(), target
+            for target in cited:  # and its citations of the project's files
+                assert html.escape(target) in page, target
         run.send(QUIT)
         run.read_until_done(TIMEOUT)
         run.finish()
@@ -758,14 +788,17 @@ EDITS = {
     "llm_model": "glm-4.6",
     "llm_base_url": "https://llm.example.invalid/v1",
 }
+LOG_LINE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2} zread-sim \S.*")
 
 
-def test_many_processes_on_one_home_and_one_project(tmp_path: Path) -> None:
-    project = make_project(tmp_path)
+def test_many_processes_on_one_home_lose_no_update(tmp_path: Path) -> None:
+    """Editors saving different fields while generate runs read the same config.yaml
+    (each run in a project of its own: see the next test for one project)."""
     home = make_home(tmp_path, with_key(SAMPLE_CONFIG))
     env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
-    configs = [Program(["zread", "config", "--stdio"], env=env, cwd=project) for _ in EDITS]
-    runs = [Program(["zread", "generate", "-y", "--stdio"], env=env, cwd=project) for _ in range(4)]
+    projects = [make_project(tmp_path / f"p{n}") for n in range(4)]
+    configs = [Program(["zread", "config", "--stdio"], env=env, cwd=projects[0]) for _ in EDITS]
+    runs = [Program(["zread", "generate", "-y", "--stdio"], env=env, cwd=p) for p in projects]
     try:
         for proc in configs:  # every editor has loaded the same config
             proc.read_event(TIMEOUT)
@@ -786,12 +819,52 @@ def test_many_processes_on_one_home_and_one_project(tmp_path: Path) -> None:
         name = key.removeprefix("llm_")
         assert re.search(rf"^ *{name}: {re.escape(value)}$", text, re.MULTILINE), (key, text)
     assert "api_key: sk-sim-0123456789" in text
+    assert (home / ".zread" / "config.yaml").stat().st_mode & 0o777 == 0o600
+    for project in projects:
+        check_version(project, current_id(project))
+    log = (home / ".zread" / "log" / "zread.log").read_text()
+    assert log.endswith("\n")
+    assert all(LOG_LINE.fullmatch(line) for line in log.splitlines()), log
+    assert temporary_files(home) == []
+
+
+def generate_at_once(tmp_path: Path, runs: int = 4) -> Path:
+    """``runs`` generate processes on one HOME and one project, started together: all
+    of them up and waiting at select_action, then all told to generate at once (a
+    little speed, so that their catalogs and pages overlap); each must end done."""
+    project = make_project(tmp_path)
+    config = with_key(SAMPLE_CONFIG).replace("max_concurrent: 1", "max_concurrent: 4")
+    home = make_home(tmp_path, config)
+    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0.2"))
+    procs = [Program(["zread", "generate", "--stdio"], env=env, cwd=project) for _ in range(runs)]
+    try:
+        for proc in procs:
+            assert "select_action" in proc.read_event(TIMEOUT)["waiting_for"]
+        for proc in procs:
+            proc.send({"type": "select_action", "params": {"action": "generate"}})
+        for proc in procs:
+            assert proc.read_until_done(30)["vm"]["state"] == "done"
+            proc.finish()
+    finally:
+        for proc in procs:
+            proc.kill()
+    return project
+
+
+def test_many_generate_runs_on_one_project_leave_valid_versions(tmp_path: Path) -> None:
+    project = generate_at_once(tmp_path)
     ids = versions(project)
     assert ids
     for wiki_id in ids:
         check_version(project, wiki_id)
     assert current_id(project) in ids
-    assert temporary_files(home / ".zread", project / ".zread") == []
+    assert temporary_files(project / ".zread") == []
+
+
+def test_many_generate_runs_on_one_project_each_make_a_version(tmp_path: Path) -> None:
+    project = generate_at_once(tmp_path, runs=4)
+    assert len(versions(project)) == 4, "each run that ends done is a version of its own"
+    assert not (wiki_root(project) / "drafts").exists(), "every run's draft became its version"
 
 
 # -- 9. no files ----------------------------------------------------------------------------
