@@ -224,10 +224,8 @@ class FileStore:
     def _save_config(self, effect: SaveConfig) -> None:
         if self.home is None:
             return
-        user = zf.user_dir(self.home)
-        user.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = zf.config_path(self.home)
-        with zf.locked(user):
+        with self._user_lock():
             if path.exists():
                 doc = self._read(path, zf.read_config)
                 changed = {
@@ -243,10 +241,8 @@ class FileStore:
     def _save_login(self, effect: SaveLogin) -> None:
         if self.home is None:
             return
-        user = zf.user_dir(self.home)
-        user.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = zf.encode_login(effect.username, effect.region, effect.model)
-        with zf.locked(user):
+        with self._user_lock():
             zf.write_atomic(zf.login_path(self.home), data, 0o600)
         self.log(f"logged in: {effect.username} ({effect.region}, {effect.model})")
 
@@ -360,6 +356,12 @@ class FileStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, target)
         return index
+
+    def _user_lock(self) -> Any:
+        assert self.home is not None
+        user = zf.user_dir(self.home)
+        user.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return zf.locked(user)
 
     def _project_lock(self) -> Any:
         top = zf.project_dir(self.project)
