@@ -37,7 +37,7 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, Any, BinaryIO, NoReturn
+from typing import IO, Any, BinaryIO, NoReturn, Protocol
 
 from simulator.core.errors import ConfigurationError
 from simulator.launch import add_zread_flags, build_session, flags_of
@@ -467,10 +467,10 @@ def _dispatch(
     name: str,
     stdin: BinaryIO | None,
     stdout: BinaryIO | None,
-    err: IO[str],
+    err: _TextWriter,
     environ: Mapping[str, str],
 ) -> int:
-    out = sys.stdout.buffer if stdout is None else stdout
+    out = _standard_output() if stdout is None else stdout
 
     def write(text: str) -> int:
         out.write(text.encode("utf-8"))
@@ -507,7 +507,7 @@ def _dispatch(
             f"run: {name} {topic} --stdio\n"
         )
         return ExitCode.USAGE
-    return _run(args, stdin or sys.stdin.buffer, out, environ)
+    return _run(args, stdin or _standard_input(), out, environ)
 
 
 def main(
@@ -524,7 +524,7 @@ def main(
     ``prog`` is the name it was invoked by (``zread`` or ``zread-sim``); by default the
     basename of ``sys.argv[0]``. Help, version and ``scenarios`` write to ``stdout``.
     """
-    err = stderr or sys.stderr
+    err = stderr or sys.stderr or _Fd2()
     argv = list(sys.argv[1:] if argv is None else argv)
     name = prog or _invoked_name()
     if argv[:1] == ["load"] and name != ZREAD:
@@ -542,6 +542,10 @@ def main(
     except BrokenPipeError:  # the reader went away: nothing left to say, and no one to say it to
         _silence_stdout()
         return ExitCode.OK
+    except OSError as error:  # the environment's: a full disk, a stream that cannot be used
+        where = f" ({error.filename})" if error.filename else ""
+        err.write(f"{name}: {error.strerror or error}{where}\n")
+        return ExitCode.USAGE
     except Exception as error:  # the simulator's own bug: one line, never a traceback
         err.write(f"{name}: internal error: {type(error).__name__}: {error}\n")
         if os.environ.get("ZREAD_SIM_DEBUG"):
@@ -549,6 +553,38 @@ def main(
 
             traceback.print_exc(file=err)
         return ExitCode.INTERNAL
+
+
+class StreamClosedError(ConfigurationError):
+    """A standard stream the run needs was closed before it started."""
+
+
+def _standard_output() -> BinaryIO:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise StreamClosedError("stdout is closed: there is nowhere to write the events")
+    return sys.stdout.buffer
+
+
+def _standard_input() -> BinaryIO:
+    """stdin; started with it closed (<&-), no input at all, as with a null stdin."""
+    if sys.stdin is None:
+        return open(os.devnull, "rb")
+    return sys.stdin.buffer
+
+
+class _TextWriter(Protocol):
+    def write(self, text: str, /) -> int: ...
+
+
+class _Fd2:
+    """stderr when ``sys.stderr`` is None (started with it closed): a line written to fd
+    2 if it can be, else nowhere."""
+
+    def write(self, text: str) -> int:
+        from simulator.runners.stdio import write_line
+
+        write_line(2, text.rstrip("\n"))
+        return len(text)
 
 
 def _silence_stdout() -> None:

@@ -58,6 +58,11 @@ def point_at_devnull(fd: int) -> None:
     os.close(devnull)
 
 
+MAX_WAIT = 3600.0
+"""The longest one wait of the selector lasts; a later deadline (a delay of years, an
+``auth_timeout`` meaning never) is waited for an hour at a time."""
+
+
 class ProcessEndpoint:
     """A process's stdout and stderr, where its session's actions go."""
 
@@ -154,7 +159,7 @@ class ProcessRunner:
                     watching = False
                 # 2. Sleep until input arrives or the next wake-up is due.
                 wake = live.next_wakeup()
-                timeout = None if wake is None else max(0.0, wake - self._clock())
+                timeout = None if wake is None else min(MAX_WAIT, max(0.0, wake - self._clock()))
                 if self._signalled:
                     timeout = 0.0  # terminate() came before the selector could hear it
                 ready = selector.select(timeout)

@@ -266,3 +266,50 @@ def test_zread_sim_keeps_its_own_commands(tmp_path: Path) -> None:
     assert done.stdout.decode().splitlines()[0].startswith("default ")
     helped = zread(sim, "--help", env=sandbox(tmp_path)).stdout.decode()
     assert "Simulator Commands:" in helped and "--scenario" in helped
+
+
+# -- standard streams the environment closed or filled -----------------------------------
+
+
+def shell(script: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """``script`` in /bin/sh, ``$PY`` being this interpreter's ``-m simulator``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env["PY"] = f"{sys.executable} -m simulator"
+    return subprocess.run(
+        ["/bin/sh", "-c", script], capture_output=True, env=env, timeout=timeout, check=False
+    )
+
+
+def test_a_closed_stdin_is_no_input_at_all() -> None:
+    done = shell("$PY generate --stdio -y --speed 0 --no-files <&-")
+    assert done.returncode == 0, done.stderr
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True and last["vm"]["state"] == "done"
+    assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr
+
+
+def test_a_closed_stdout_is_one_line_and_exit_2() -> None:
+    done = shell("$PY version --stdio >&-")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        "zread-sim: stdout is closed: there is nowhere to write the events"
+    ]
+
+
+def test_a_full_stdout_is_one_line_and_exit_2() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    done = shell("$PY version --stdio > /dev/full")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == ["zread-sim: No space left on device"]
+
+
+def test_a_delay_of_years_is_waited_for_not_a_crash() -> None:
+    """``--speed 1e7`` makes the update check last years: the process waits, quietly."""
+    script = "(sleep 1) | $PY update --stdio --speed 1e7 --no-files & pid=$!; sleep 3; "
+    script += "kill -TERM $pid; wait $pid; echo rc=$?"
+    done = shell(script)
+    assert b"internal error" not in done.stderr, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
+    assert events[0]["vm"]["state"] == "checking" and events[-1]["done"] is True
+    assert done.stdout.splitlines()[-1] == b"rc=0"
