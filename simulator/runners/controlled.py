@@ -60,10 +60,15 @@ def _prepare_socket_path(path: str) -> None:
     if not stat.S_ISSOCK(mode):
         raise ControlAddressError(f"--control unix:{path}: exists and is not a socket")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)  # a listener whose backlog is full never answers
     try:
         probe.connect(path)
-    except OSError:
+    except (TimeoutError, BlockingIOError):  # busy: somebody listens, too slowly
+        raise ControlAddressError(f"--control unix:{path}: another process is listening") from None
+    except ConnectionRefusedError:
         os.unlink(path)  # stale: nobody listens
+    except OSError as err:
+        raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
     else:
         raise ControlAddressError(f"--control unix:{path}: another process is listening")
     finally:

@@ -4,12 +4,14 @@ control peer run in this process on OS pipes (no child process)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,25 @@ def test_serve_replaces_a_stale_socket_and_removes_it_at_the_end(short_dir: str)
     (line,) = out.splitlines()
     assert json.loads(line)["done"] is True
     assert not os.path.exists(path)
+
+
+def test_a_listener_that_never_answers_is_refused_in_time(short_dir: str) -> None:
+    """A socket whose listener's backlog is full: connect() would wait for ever."""
+    path = os.path.join(short_dir, "c.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as busy:
+        busy.bind(path)
+        busy.listen(0)
+        waiting = []
+        for _ in range(8):  # fill the backlog: connections nobody accepts
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.setblocking(False)
+            with contextlib.suppress(OSError):  # the last ones find the backlog full
+                client.connect(path)
+            waiting.append(client)
+        started = time.monotonic()
+        with pytest.raises(ControlAddressError, match="another process is listening"):
+            controlled._prepare_socket_path(path)
+        assert time.monotonic() - started < 10
+        assert os.path.exists(path)
+        for client in waiting:
+            client.close()
