@@ -16,6 +16,13 @@ Frames (compact JSON, one line each, key order as written):
     {"type":"control_cancel_request","request_id":ID}
 
 Request ids are "req_<n>" from a per-Conn counter, so they are unique per Conn.
+
+A line is a control frame when it is a JSON object whose "type" is one of the three
+strings above; any other "type" (a list, a number, another string) is not. JSON may
+spell strings UTF-8 cannot encode (a lone surrogate such as "\\ud800"): a frame holding
+one is refused, as a request with an `INVALID_STRING` error response (ignored when the
+request_id itself holds it: nobody to answer), as a response by failing our request
+with `INVALID_STRING`. Every frame written encodes as UTF-8.
 """
 
 from __future__ import annotations
@@ -23,15 +30,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Conn", "ControlClosed", "ControlError", "Handler", "Write"]
+__all__ = ["INVALID_STRING", "Conn", "ControlClosed", "ControlError", "Handler", "Write"]
 
 Write = Callable[[bytes], None]
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 _CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cancel_request"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+INVALID_STRING = "control: invalid string (lone surrogate)"
 
 
 class ControlError(Exception):
@@ -55,6 +66,22 @@ def _encode(frame: dict[str, Any]) -> bytes:
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    """Whether a string anywhere in decoded JSON (keys included) holds a lone surrogate."""
+    stack = [value]
+    while stack:  # no recursion: json.loads accepts nesting deeper than a walk could take
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 class Conn:
@@ -92,7 +119,10 @@ class Conn:
             raise ControlClosed()
         request_id = f"req_{next(self._ids)}"
         body = {"subtype": subtype, **{k: v for k, v in (params or {}).items() if k != "subtype"}}
-        frame = _encode({"type": "control_request", "request_id": request_id, "request": body})
+        try:
+            frame = _encode({"type": "control_request", "request_id": request_id, "request": body})
+        except ValueError as exc:  # a circular reference, a lone surrogate
+            raise TypeError(f"control request does not encode: {exc}") from None
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future  # before write: the peer may answer at once
         try:
@@ -117,11 +147,13 @@ class Conn:
             frame = json.loads(line)
         except (ValueError, RecursionError):
             return False
-        if not isinstance(frame, dict) or frame.get("type") not in _CONTROL_TYPES:
+        if not isinstance(frame, dict):
+            return False
+        kind = frame.get("type")
+        if not isinstance(kind, str) or kind not in _CONTROL_TYPES:
             return False
         if self._closed:
             return True
-        kind = frame["type"]
         if kind == "control_request":
             self._on_request(frame)
         elif kind == "control_response":
@@ -135,8 +167,11 @@ class Conn:
 
     def _on_request(self, frame: dict[str, Any]) -> None:
         request_id = frame.get("request_id")
-        if not isinstance(request_id, str):
-            return  # nobody to answer
+        if not isinstance(request_id, str) or _SURROGATE.search(request_id):
+            return  # nobody to answer (an id we cannot write back is no id)
+        if _has_lone_surrogate(frame):
+            self._respond_error(request_id, INVALID_STRING)
+            return
         request = frame.get("request")
         subtype = request.get("subtype") if isinstance(request, dict) else None
         if not isinstance(request, dict) or not isinstance(subtype, str):
@@ -189,6 +224,9 @@ class Conn:
         future = self._pending.pop(response["request_id"], None)
         if future is None or future.done():
             return
+        if _has_lone_surrogate(response):
+            future.set_exception(ControlError(INVALID_STRING))
+            return
         if response.get("subtype") == "success":
             payload = response.get("response", {})
             if isinstance(payload, dict):
@@ -217,6 +255,8 @@ class Conn:
             task.cancel()
 
     def _respond_error(self, request_id: str, message: str) -> None:
+        if _SURROGATE.search(message):  # a handler's text: written escaped, never unencodable
+            message = message.encode("utf-8", "backslashreplace").decode()
         response = {"subtype": "error", "request_id": request_id, "error": message}
         self._send({"type": "control_response", "response": response})
 

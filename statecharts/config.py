@@ -55,12 +55,24 @@ class UpdateFields(msgspec.Struct):
     fields: dict[str, str]
 
 
+def _integer(value: str) -> int | None:
+    """``value`` as an integer; None when it is not one, or has more than 18 digits
+    after its leading zeros (out of every range, and ``int`` refuses more than 4300)."""
+    if not _INTEGER.fullmatch(value):
+        return None
+    digits = value.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 18:
+        return None
+    return -int(digits) if value[0] == "-" else int(digits)
+
+
 def _check_value(key: str, value: str) -> None:
     bounds = _RANGES.get(key)
     if bounds is None:
         return
     low, high = bounds
-    if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+    number = _integer(value)
+    if number is None or not low <= number <= high:
         raise InvalidParams(f"{key} must be an integer {low}-{high}, got {value!r}")
 
 
@@ -87,7 +99,7 @@ class ConfigModel(Driver):
 
     def apply_update(self, event: Any) -> None:
         changes: dict[str, str] = {
-            key: str(int(value)) if key in _RANGES else value  # "+4", "04": shown as 4
+            key: str(_integer(value)) if key in _RANGES else value  # "+4", "04": shown as 4
             for key, value in event.kwargs["params"].fields.items()
         }
         for field in self.vm.fields:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from simulator.control import Conn, ControlClosed, ControlError
+from simulator.control import INVALID_STRING, Conn, ControlClosed, ControlError
 
 
 async def settle(rounds: int = 10) -> None:
@@ -528,6 +528,11 @@ def test_requester_cancellation_cancels_the_peer_handler() -> None:
         b"null",
         b"\xff\xfe\xfa",
         b'{"type":"control_request"',
+        b'{"type":[]}',
+        b'{"type":{"control_request":1}}',
+        b'{"type":["control_request"],"request_id":"r1","request":{"subtype":"x"}}',
+        b'{"type":7}',
+        b'{"type":null}',
     ],
 )
 def test_non_control_lines_return_false(text: bytes | str) -> None:
@@ -579,6 +584,186 @@ def test_malformed_control_requests() -> None:
             + b'","error":"Malformed control request: missing request.subtype"}}\n'
             for rid in ("m1", "m2", "m3")
         ]
+
+    run(main)
+
+
+def test_unhashable_request_id_or_subtype_never_raises() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        for request_id in ([], {}, ["r1"], {"r1": 1}):
+            frame = {"type": "control_request", "request_id": request_id, "request": {}}
+            assert conn.handle_frame(line(frame)) is True
+        assert conn.handle_frame(line({"type": "control_cancel_request", "request_id": []}))
+        assert conn.handle_frame(line({"type": "control_response", "response": {"request_id": {}}}))
+        await settle()
+        assert out == []  # nobody to answer
+        for request_id, subtype in (("s1", []), ("s2", {}), ("s3", ["x"])):
+            frame = {"type": "control_request", "request_id": request_id, "request": {}}
+            frame["request"] = {"subtype": subtype}
+            assert conn.handle_frame(line(frame)) is True
+        await settle()
+        assert [json.loads(f)["response"] for f in out] == [
+            {
+                "subtype": "error",
+                "request_id": rid,
+                "error": "Malformed control request: missing request.subtype",
+            }
+            for rid in ("s1", "s2", "s3")
+        ]
+
+    run(main)
+
+
+def ascii_line(obj: dict[str, Any]) -> bytes:
+    """A line with every non-ASCII character escaped, as a peer may send a lone surrogate."""
+    return json.dumps(obj, ensure_ascii=True).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        {"subtype": "nope\ud800"},
+        {"subtype": "\udc00"},
+        {"subtype": "known", "text": "x\ud800y"},
+        {"subtype": "known", "deep": [{"a": ["\udfff"]}]},
+        {"subtype": "known", "k\ud800": 1},
+    ],
+)
+def test_a_request_holding_a_lone_surrogate_is_refused(request_body: dict[str, Any]) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        seen: list[dict[str, Any]] = []
+
+        async def known(request: dict[str, Any]) -> dict[str, Any]:
+            seen.append(request)
+            return {}
+
+        conn.set_handler("known", known)
+        frame = {"type": "control_request", "request_id": "u1", "request": request_body}
+        assert conn.handle_frame(ascii_line(frame)) is True
+        assert conn.handle_frame(ascii_line(frame).decode()) is True  # the escape as a str
+        await settle()
+        assert seen == []
+        expected = (
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"u1",'
+            b'"error":"control: invalid string (lone surrogate)"}}\n'
+        )
+        assert out == [expected, expected]
+
+    run(main)
+
+
+def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def known(request: dict[str, Any]) -> dict[str, Any]:
+            raise AssertionError("not called")
+
+        conn.set_handler("known", known)
+        for subtype in ("nope", "known"):
+            frame = {"type": "control_request", "request_id": "r\ud800", "request": {}}
+            frame["request"] = {"subtype": subtype}
+            assert conn.handle_frame(ascii_line(frame)) is True
+        cancel = {"type": "control_cancel_request", "request_id": "\ud800"}
+        assert conn.handle_frame(ascii_line(cancel)) is True
+        await settle()
+        assert out == []
+
+    run(main)
+
+
+def test_a_valid_surrogate_pair_is_not_refused() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def echo(request: dict[str, Any]) -> dict[str, Any]:
+            return {"text": request["text"]}
+
+        conn.set_handler("echo", echo)
+        frame = {"type": "control_request", "request_id": "p1", "request": {}}
+        frame["request"] = {"subtype": "echo", "text": "\U0001f600"}
+        assert conn.handle_frame(ascii_line(frame)) is True
+        await settle()
+        assert json.loads(out[0])["response"]["response"] == {"text": "\U0001f600"}
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"subtype": "error", "error": "denied \ud800"},
+        {"subtype": "success", "response": {"approve": True, "note": "\udc00"}},
+    ],
+)
+def test_a_response_holding_a_lone_surrogate_fails_the_request(response: dict[str, Any]) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        pending = asyncio.ensure_future(conn.request("authorize"))
+        await settle()
+        frame = {"type": "control_response", "response": {**response, "request_id": "req_1"}}
+        assert conn.handle_frame(ascii_line(frame)) is True
+        with pytest.raises(ControlError) as caught:
+            await pending
+        assert caught.value.message == INVALID_STRING
+        assert len(out) == 1
+
+    run(main)
+
+
+def test_handler_error_text_with_a_lone_surrogate_is_written_escaped() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def raises(request: dict[str, Any]) -> None:
+            raise ValueError("bad \ud800 text")
+
+        async def returns(request: dict[str, Any]) -> dict[str, Any]:
+            return {"text": "\udc00"}
+
+        conn.set_handler("raises", raises)
+        conn.set_handler("returns", returns)
+        assert conn.handle_frame(request_line("h1", "raises")) is True
+        assert conn.handle_frame(request_line("h2", "returns")) is True
+        await settle()
+        gc.collect()
+        await settle()
+        assert errors == []
+        assert out[0] == (
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"h1",'
+            b'"error":"bad \\\\ud800 text"}}\n'
+        )
+        second = json.loads(out[1])["response"]
+        assert second["subtype"] == "error" and "surrogates not allowed" in second["error"]
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("subtype", "params"),
+    [("x\ud800", None), ("x", {"text": "\udc00"}), ("x", {"\ud800": 1})],
+)
+def test_request_with_a_lone_surrogate_raises_type_error_before_writing(
+    subtype: str, params: dict[str, Any] | None
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        with pytest.raises(TypeError, match="control request does not encode"):
+            await conn.request(subtype, params)
+        assert out == []
+        assert conn.handle_frame(success_line("req_1", {})) is True  # nothing left pending
 
     run(main)
 

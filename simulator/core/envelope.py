@@ -138,6 +138,8 @@ def not_allowed(command_type: str, state: str) -> str:
 
 _MALFORMED: Final = "JSON is malformed: "
 _TRUNCATED: Final = "Input data was truncated"
+_TOO_DEEP: Final = "invalid JSON: nested too deeply"
+"""msgspec raises RecursionError when a line nests deeper than the stack lets it go."""
 
 
 def _reason(err: Exception) -> str:
@@ -154,8 +156,9 @@ def decode_command(line: bytes) -> Command:
     """Decode one command line (without its newline).
 
     Raises :class:`RejectedLine` with ``invalid JSON: <reason>`` when the line is not
-    a UTF-8 JSON object. A missing or non-string ``type`` is not an error here: it
-    comes back as ``""`` or as its JSON text, and is refused as not allowed.
+    a UTF-8 JSON object, or nests deeper than the decoder goes (``nested too deeply``).
+    A missing or non-string ``type`` is not an error here: it comes back as ``""`` or
+    as its JSON text, and is refused as not allowed.
     """
     try:
         line.decode("utf-8")
@@ -167,6 +170,8 @@ def decode_command(line: bytes) -> Command:
         raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
     except msgspec.DecodeError as err:
         raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+    except RecursionError:
+        raise RejectedLine(_TOO_DEEP) from None
     raw_type = bytes(wire.type)
     if not raw_type or raw_type == b"null":  # Go decodes null as the field left out
         command_type = ""
@@ -183,9 +188,14 @@ def decode_command(line: bytes) -> Command:
 def decode_params(params: bytes, params_type: type[T]) -> T:
     """Decode ``params`` into ``params_type``; ``invalid params: <reason>`` on failure.
 
-    Unknown keys are ignored, as Go's decoder ignores them.
+    Unknown keys are ignored, as Go's decoder ignores them. Nesting deeper than the
+    decoder goes is ``invalid JSON: nested too deeply``, as it is in
+    :func:`decode_command`: how deep the decoder can go depends on the stack it is
+    called from, so a line that passed there can still be too deep here.
     """
     try:
         return msgspec.json.decode(params, type=params_type)
     except msgspec.ValidationError as err:
         raise RejectedLine(f"invalid params: {_reason(err)}") from None
+    except RecursionError:
+        raise RejectedLine(_TOO_DEEP) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -187,6 +188,28 @@ def test_invalid_utf8_is_invalid_json(line: bytes) -> None:
     assert rejected(line).startswith("invalid JSON: ")
 
 
+DEEP = 100_000
+"""Far deeper than the decoder can go on any stack (the recursion limit is about 1000)."""
+
+
+def nested(depth: int = DEEP) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(b'{"type":"save","params":' + nested() + b"}", id="in-params"),
+        pytest.param(b'{"type":' + nested() + b"}", id="in-type"),
+        pytest.param(b'{"type":"save","x":' + nested() + b"}", id="in-an-unknown-key"),
+        pytest.param(b'{"a":' * DEEP + b"1" + b"}" * DEEP, id="objects"),
+        pytest.param(b'{"type":"save","params":' + b"[" * DEEP, id="unterminated"),
+    ],
+)
+def test_nesting_too_deep_is_invalid_json(line: bytes) -> None:
+    assert rejected(line) == "invalid JSON: nested too deeply"
+
+
 def test_invalid_utf8_reason_mentions_utf8() -> None:
     assert "UTF-8" in rejected(b'{"type":"\xfe"}')
 
@@ -285,6 +308,27 @@ def test_decode_params_missing_field_names_it() -> None:
     with pytest.raises(RejectedLine) as info:
         decode_params(b'{"sizes":[]}', Params)
     assert "name" in info.value.text
+
+
+class Loose(msgspec.Struct):
+    name: str
+    data: Any = None
+
+
+@pytest.mark.parametrize(
+    ("raw", "params_type"),
+    [
+        pytest.param(b'{"name":"n","colour":' + nested() + b"}", Params, id="an-unknown-key"),
+        pytest.param(b'{"name":"n","data":' + nested() + b"}", Loose, id="an-any-field"),
+        pytest.param(b'{"a":' * DEEP + b"1" + b"}" * DEEP, dict[str, Any], id="a-dict"),
+    ],
+)
+def test_decode_params_nesting_too_deep_is_invalid_json(raw: bytes, params_type: Any) -> None:
+    # decode_params runs on a deeper stack than decode_command: params that got past
+    # decode_command can still be too deep here, and must say the same.
+    with pytest.raises(RejectedLine) as info:
+        decode_params(raw, params_type)
+    assert info.value.text == "invalid JSON: nested too deeply"
 
 
 # -- not_allowed ------------------------------------------------------------------

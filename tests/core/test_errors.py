@@ -23,6 +23,7 @@ BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
 
 WHOSE = {
     "simulator.cli.UsageError": ConfigurationError,
+    "simulator.cli.StreamClosedError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
     "simulator.hosts.files.FilesError": ConfigurationError,
     "simulator.hosts.zreadfiles.WikiFileError": ConfigurationError,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
 import pytest
 
-from .helpers import NOBODY_ANSWERS, Proc, vm_bytes
+from simulator.pipes import spawn
+
+from .helpers import NOBODY_ANSWERS, Proc, assert_rejected, vm_bytes
 
 WAITING_FOR = ["update_fields", "save", "reload_llm", "quit"]
 TITLE_KEYS = [
@@ -158,6 +161,7 @@ BAD_UPDATES = [
     pytest.param({"language": "fr", "max_concurrent": "4.0"}, "max_concurrent", id="mc-float"),
     pytest.param({"language": "fr", "max_retries": "11"}, "max_retries", id="mr-11"),
     pytest.param({"language": "fr", "max_retries": "-1"}, "max_retries", id="mr-minus-1"),
+    pytest.param({"language": "fr", "max_retries": "1" * 4301}, "max_retries", id="mr-4301"),
     pytest.param({"max_retries": "3", "llm_api_key": "k", "title_key": "x"}, None, id="bad-last"),
 ]
 
@@ -203,6 +207,53 @@ def test_update_fields_params_of_the_wrong_shape(params: Any) -> None:
         assert done["vm"]["saved"] is True
         assert values(done) == INITIAL
         p.finish()
+
+
+def test_an_integer_of_more_than_4300_digits_is_invalid_params() -> None:
+    with Proc("config") as p:
+        p.read_event()
+        value = "1" * 4301
+        p.reject(
+            update({"max_retries": value}),
+            f"invalid params: max_retries must be an integer 0-10, got '{value}'",
+        )
+        p.send(update({"max_concurrent": "0" * 5000 + "8"}))  # leading zeros: still 8
+        assert values(p.read_event())["max_concurrent"] == "8"
+        p.send({"type": "quit"})
+        p.read_until_done()
+        p.finish()
+
+
+DEEP_SAVE = b'{"type":"save","params":' + b"[" * 1000 + b"]" * 1000 + b"}"
+DEEP_FIELDS = (
+    b'{"type":"update_fields","params":{"fields":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+)
+
+
+@pytest.mark.parametrize("line", [DEEP_SAVE, DEEP_FIELDS], ids=["save", "update-fields"])
+def test_a_line_nested_too_deeply_is_invalid_json(line: bytes) -> None:
+    with Proc("config") as p:
+        p.read_event()
+        p.reject(line, "invalid JSON: nested too deeply")
+        p.send({"type": "save"})
+        done = p.read_event()
+        assert done["done"] is True
+        assert done["vm"]["saved"] is True
+        p.finish()
+
+
+@pytest.mark.parametrize("line", [DEEP_SAVE, DEEP_FIELDS], ids=["save", "update-fields"])
+def test_a_line_nested_too_deeply_is_invalid_json_through_spawn(line: bytes) -> None:
+    with spawn("config", speed=0) as process:
+        first = process.stdout.readline()
+        process.stdin.write(line + b"\n")
+        process.stdin.flush()
+        rejected = process.stdout.readline()
+        assert_rejected(first, rejected, "invalid JSON: nested too deeply")
+        process.stdin.write(b'{"type":"quit"}\n')
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["done"] is True
+        assert process.wait(10) == 0
 
 
 def test_boundary_values_are_accepted() -> None:

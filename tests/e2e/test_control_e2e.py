@@ -579,6 +579,73 @@ def test_an_unsupported_subtype_is_named() -> None:
         }
 
 
+def send_escaped(sim: Sim, obj: Any) -> None:
+    """One line with every non-ASCII character escaped, so a lone surrogate gets through."""
+    assert sim.popen.stdin is not None
+    sim.popen.stdin.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+    sim.popen.stdin.flush()
+
+
+@pytest.mark.parametrize(
+    ("kind", "shown"), [([], "[]"), ({"type": "control_request"}, '{"type":"control_request"}')]
+)
+def test_a_type_that_is_not_a_string_goes_to_the_session(kind: Any, shown: str) -> None:
+    with Sim.start("config") as sim:
+        assert sim.next_event()["vm"]["saved"] is False
+        sim.send({"type": kind})
+        bad = sim.next_event()
+        assert bad["error"] == f'command "{shown}" not allowed in state editing'
+        assert sim.ok("snapshot")["command"] == "config"
+        sim.send({"type": "quit"})
+        sim.until_done()
+        sim.rest()
+        assert sim.wait() == 0
+        assert sim.noise == []
+        assert [f["type"] for f in sim.frames] == ["control_response"]
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        {"subtype": "inject", "fault": {"kind": "diagnostic", "text": "warning: \ud800"}},
+        {"subtype": "inject", "failure": {"point": "page", "first": 99, "error": "x\udc00"}},
+        {"subtype": "frobnicate\ud800"},
+    ],
+)
+def test_a_request_holding_a_lone_surrogate_is_refused(request_body: dict[str, Any]) -> None:
+    with Sim.start("generate") as sim:
+        sim.next_event()
+        request = {"type": "control_request", "request_id": "s1", "request": request_body}
+        send_escaped(sim, request)
+        assert sim.response("s1") == {
+            "subtype": "error",
+            "request_id": "s1",
+            "error": "control: invalid string (lone surrogate)",
+        }
+        sim.send(GENERATE)
+        sim.until_done()
+        sim.rest()
+        assert sim.wait() == 0
+        assert sim.noise == []
+        assert sim.event_lines == reference_lines("generate", [GENERATE])
+
+
+def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
+    with Sim.start("generate") as sim:
+        sim.next_event()
+        for subtype in ("frobnicate", "snapshot"):
+            request = {"type": "control_request", "request_id": "\ud800", "request": {}}
+            request["request"] = {"subtype": subtype}
+            send_escaped(sim, request)
+        assert sim.ok("snapshot")["command"] == "generate"  # still alive, still answering
+        sim.send(GENERATE)
+        sim.until_done()
+        sim.rest()
+        assert sim.wait() == 0
+        assert sim.noise == []
+        assert len(sim.frames) == 1  # the snapshot's response alone
+
+
 def test_control_frames_never_change_the_event_bytes() -> None:
     """Every non-control line is the byte-exact line a run without --control writes."""
     commands = [GENERATE]
@@ -642,6 +709,39 @@ def test_unix_socket_is_private_and_serves_the_admin_api(sock_path: str) -> None
         assert sim.lines[2] == b"via the socket\n"
     assert sim.event_lines == reference_lines("generate", [GENERATE])
     assert not os.path.exists(sock_path)
+
+
+def test_a_socket_peer_survives_a_bad_type_and_lone_surrogates(sock_path: str) -> None:
+    with Sim.start("generate", control=f"unix:{sock_path}") as sim:
+        sim.next_event()
+        with Remote(sock_path) as probe:  # waits for the socket, then gives way
+            probe.snapshot()
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer.connect(sock_path)
+        peer.settimeout(5)
+        with peer, peer.makefile("rb") as replies:
+            bad = {"subtype": "inject", "fault": {"kind": "diagnostic", "text": "\ud800"}}
+            lines = [
+                {"type": []},
+                {"type": "control_request", "request_id": "\udc00", "request": {"subtype": "x"}},
+                {"type": "control_request", "request_id": "s1", "request": bad},
+                {"type": "control_request", "request_id": "s2", "request": {"subtype": "snapshot"}},
+            ]
+            peer.sendall(b"".join(json.dumps(obj).encode() + b"\n" for obj in lines))
+            first = replies.readline()
+            assert first == (
+                b'{"type":"control_response","response":{"subtype":"error","request_id":"s1",'
+                b'"error":"control: invalid string (lone surrogate)"}}\n'
+            )
+            second = json.loads(replies.readline())["response"]
+            assert second["request_id"] == "s2" and second["subtype"] == "success"
+            assert second["response"]["command"] == "generate"
+        sim.send(GENERATE)
+        sim.until_done()
+        sim.rest()
+        assert sim.wait() == 0
+        assert sim.lines == sim.event_lines
+    assert sim.stderr == ""
 
 
 def test_unix_path_that_is_not_a_socket_is_refused(sock_path: str) -> None:
@@ -769,6 +869,17 @@ def test_login_times_out_and_cancels_the_stdio_request(tmp_path: Path) -> None:
         assert done["vm"]["error"] == "authorization timed out"
         cancel = sim.next_frame()
         assert cancel == {"type": "control_cancel_request", "request_id": request["request_id"]}
+        assert sim.wait() == 0
+
+
+def test_an_authorize_answer_holding_a_lone_surrogate_fails_the_login(tmp_path: Path) -> None:
+    with Sim.start("login", speed=1, scenario=approver_scenario(tmp_path, auth_timeout=5)) as sim:
+        _, request = reach_authorize(sim)
+        response = {"subtype": "error", "request_id": request["request_id"], "error": "\ud800"}
+        send_escaped(sim, {"type": "control_response", "response": response})
+        done = sim.next_event()
+        assert done["done"] is True and done["vm"]["state"] == "error"
+        assert done["vm"]["error"] == "control: invalid string (lone surrogate)"
         assert sim.wait() == 0
 
 

@@ -258,3 +258,36 @@ def test_an_unknown_subtype_is_named() -> None:
         admin.close()
 
     run(main)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"fault": {"kind": "diagnostic", "text": "warning: \ud800"}},
+        {"failure": {"point": "page", "first": 99, "error": "page: \udc00"}},
+    ],
+)
+def test_inject_with_a_lone_surrogate_is_refused_and_changes_nothing(
+    params: dict[str, Any],
+) -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        before = admin.session.snapshot()
+        request = {"subtype": "inject", **params}
+        frame = {"type": "control_request", "request_id": "s1", "request": request}
+        assert admin.server.handle_frame(json.dumps(frame).encode()) is True
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert admin.frames == [
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"s1",'
+            b'"error":"control: invalid string (lone surrogate)"}}\n'
+        ]
+        assert admin.session.snapshot() == before
+        assert not admin.channel.stage.faults
+        assert admin.session.failure("page", target=1, attempt=1) is None
+        admin.channel.feed(GENERATE)
+        assert await admin.channel.done == 0
+        assert all(line.startswith(b'{"vm":') for line in admin.out.lines)
+        admin.close()
+
+    run(main)

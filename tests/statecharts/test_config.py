@@ -268,7 +268,12 @@ def test_integer_bounds_are_accepted(run: Starter, key: str, value: str) -> None
 
 @pytest.mark.parametrize(
     ("value", "shown", "dirty"),
-    [("+8", "8", True), ("08", "8", True), ("04", "4", False)],
+    [
+        ("+8", "8", True),
+        ("08", "8", True),
+        ("04", "4", False),
+        pytest.param("0" * 4400 + "8", "8", True, id="more-than-4300-digits"),
+    ],
 )
 def test_integer_values_are_shown_as_integers(
     run: Starter, value: str, shown: str, dirty: bool
@@ -341,6 +346,16 @@ BAD_FIELDS = [
         {"language": "fr", "max_retries": "-1"},
         "invalid params: max_retries must be an integer 0-10, got '-1'",
         id="max-retries-minus-1",
+    ),
+    pytest.param(
+        {"language": "fr", "max_retries": "1" * 4301},
+        f"invalid params: max_retries must be an integer 0-10, got '{'1' * 4301}'",
+        id="max-retries-4301-digits",
+    ),
+    pytest.param(
+        {"language": "fr", "max_concurrent": "-" + "9" * 5000},
+        f"invalid params: max_concurrent must be an integer 1-64, got '-{'9' * 5000}'",
+        id="max-concurrent-5000-digits",
     ),
     pytest.param(
         {"language": "fr", "max_concurrent": 5},
@@ -454,6 +469,32 @@ def test_a_line_that_is_not_an_object_is_invalid_json(
 ) -> None:
     sim = run()
     assert_rejected(sim, sim.send_line(line), error)
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(b'{"type":"save","params":' + b"[" * DEEP + b"]" * DEEP + b"}", id="save"),
+        pytest.param(
+            b'{"type":"update_fields","params":{"fields":{"language":'
+            + b"[" * DEEP
+            + b"]" * DEEP
+            + b"}}}",
+            id="update-fields",
+        ),
+        pytest.param(b'{"type":"quit","x":' + b'{"a":' * DEEP + b"}" * DEEP + b"}", id="quit"),
+    ],
+)
+def test_a_line_nested_too_deeply_is_invalid_json(run: Starter, line: bytes) -> None:
+    sim = run()
+    sim.send("update_fields", fields={"language": "zh"})
+    assert_rejected(sim, sim.send_line(line), "invalid JSON: nested too deeply")
+    sim.send("save")
+    assert sim.last["done"] is True
+    assert values_of(sim.vm) == {**INITIAL, "language": "zh"}
 
 
 def test_blank_lines_get_no_answer(run: Starter) -> None:

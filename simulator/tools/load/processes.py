@@ -50,8 +50,11 @@ class Processes:
         self.stopping = True
         for index, proc in self.live.items():
             self.quitting.add(index)
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()  # as zread, SIGTERM quits: the done event still comes
+            # quit, as a client would: it is taken in every state, even before the
+            # process is up (where a SIGTERM would kill it), and the done event comes.
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    proc.stdin.write(b'{"type":"quit"}\n')
 
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()

@@ -114,7 +114,7 @@ def test_an_exit_code_is_an_error(tmp_path: Path) -> None:
 
 
 def test_the_duration_ends_the_processes_and_counts_them_interrupted() -> None:
-    # At speed 1 a generate takes seconds; SIGTERM at the duration: it quits with done:true.
+    # At speed 1 a generate takes seconds; quit at the duration: it ends with done:true.
     config = LoadConfig(command="generate", args=["-y"], concurrency=2, duration=0.5)
     summary = asyncio.run(Processes(config, "default", None).run())
     assert summary["sessions"] == summary["interrupted"] == 2
