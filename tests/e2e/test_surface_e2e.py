@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from .helpers import install_zread
+
 GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}[sys.platform]
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[
     platform.machine().lower()
@@ -28,20 +30,7 @@ COMMANDS = ["browse", "config", "generate", "login", "update", "version"]
 
 def install(folder: Path, *options: str) -> Path:
     """``zread-sim install folder *options`` as a real process; the script it wrote."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "simulator", "install", str(folder), *options],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
-    assert (done.returncode, done.stderr) == (0, b""), done.stderr
-    script = folder.absolute() / "zread"
-    assert done.stdout == f"{script}\n".encode()
-    assert os.access(script, os.X_OK)
-    return script
+    return install_zread(folder, *options) / "zread"
 
 
 def sandbox(root: Path, **extra: str) -> dict[str, str]:
