@@ -536,7 +536,7 @@ def main(
         return _dispatch(argv, name, stdin, stdout, err, environment)
     except ConfigurationError as error:  # the user's setup: one line, nothing changed
         err.write(f"{name}: {error}\n")
-        return ExitCode.USAGE
+        return ExitCode(error.exit_code)
     except KeyboardInterrupt:
         return ExitCode.OK
     except BrokenPipeError:  # the reader went away: nothing left to say, and no one to say it to

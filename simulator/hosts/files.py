@@ -267,11 +267,8 @@ class FileStore:
     def _ids_taken(self) -> set[str]:
         """The versions' ids, and the draft's: another run may be writing it."""
         taken = {entry.name for entry in _dirs(zf.versions_dir(self.project))}
-        if self._draft_is(None):
-            draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
-            with contextlib.suppress(OSError, ValueError):
-                taken.add(zf.decode_wiki(draft_file.read_bytes()).id)
-        return taken
+        draft = self._draft_on_disk()
+        return taken | {draft} if draft is not None else taken
 
     def _time(self, now: dt.datetime) -> str:
         return zf.go_time(now.astimezone(dt.UTC), time.time_ns() % 1_000_000_000)
@@ -284,18 +281,14 @@ class FileStore:
             pages=[zf.page_entry(page) for page in pages],
         )
 
-    def _draft_is(self, wiki_id: str | None) -> bool:
-        """``drafts/`` holds the draft ``wiki_id`` (None: any draft). Another run in the
-        same project may have started its own over it (zread keeps one per project)."""
+    def _draft_on_disk(self) -> str | None:
+        """The id of the draft in ``drafts/``, or None. Another run in the same project
+        may have started its own over this run's (zread keeps one draft per project)."""
         draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
-        if not draft_file.is_file():
-            return False
-        if wiki_id is None:
-            return True
         try:
-            return zf.decode_wiki(draft_file.read_bytes()).id == wiki_id
+            return zf.decode_wiki(draft_file.read_bytes()).id
         except (OSError, ValueError):
-            return False
+            return None
 
     def _markdown(self, page: Page) -> bytes:
         from simulator.scenario import wiki
@@ -319,7 +312,7 @@ class FileStore:
         self._written.add(page.slug)
         data = self._markdown(page)
         with self._project_lock():
-            if self._draft_is(self._draft_id):  # else another run took the draft over
+            if self._draft_on_disk() == self._draft_id:  # else another run took the draft over
                 drafts = zf.drafts_dir(self.project)
                 zf.write_atomic(drafts / zf.page_file(page.slug), data)
 
@@ -327,7 +320,7 @@ class FileStore:
         drafts = zf.drafts_dir(self.project)
         draft_file = zf.wiki_json_path(drafts)
         with self._project_lock():
-            if self._draft_is(self._draft_id):
+            if self._draft_on_disk() == self._draft_id:
                 index = self._read(draft_file, zf.decode_wiki)
                 written = [p for p in index.pages if (drafts / p.file).exists()]
                 if len(written) != len(index.pages):  # skip_all: only the pages written
