@@ -1,6 +1,11 @@
 """Every test runs in a fresh project directory with a fresh HOME, so nothing the
 simulator writes where zread writes (``~/.zread/``, the project's ``.zread/``) lands
-in the real HOME or in this repository; the session checks it at its end."""
+in the real HOME or in this repository; the session checks it at its end.
+
+The property tests (Hypothesis) run with one profile: derandomized, so a run is the
+same run on every machine; no example database, so nothing is written into the
+checkout; and a bounded number of examples, so the whole property suite stays well
+under a minute. ``HYPOTHESIS_PROFILE=long`` runs more of them."""
 
 from __future__ import annotations
 
@@ -9,9 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 REAL_HOME = Path(os.environ.get("HOME", "/nonexistent"))
+
+_PROFILE = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    # The autouse places below are per test, not per example; a property test that
+    # writes files makes its own directory for each example.
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+}
+settings.register_profile("ci", max_examples=100, **_PROFILE)
+settings.register_profile("long", max_examples=5000, **_PROFILE)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,6 +22,7 @@ only the tasks that changed) is inlined as it is.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -29,6 +30,7 @@ import msgspec
 from simulator.core.errors import ProtocolError
 
 __all__ = [
+    "JSON_WHITESPACE",
     "MAX_LINE_BYTES",
     "Command",
     "RejectedLine",
@@ -42,6 +44,15 @@ __all__ = [
 
 MAX_LINE_BYTES: Final = 1 << 20
 """The longest command line accepted (FIDELITY section 3)."""
+
+JSON_WHITESPACE: Final = b" \t\r\n"
+"""What JSON calls whitespace: a line of only these is blank. (``bytes.strip()`` would
+also take ``\\v`` and ``\\f``, which Go's decoder refuses.)"""
+
+_LONE_SURROGATE: Final = re.compile(
+    rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+"""An escaped backslash, a surrogate pair, or a lone surrogate escape, left to right."""
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -152,11 +163,23 @@ def _reason(err: Exception) -> str:
     return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
+def _keep_or_replace(match: re.Match[bytes]) -> bytes:
+    return match[0] if match.lastindex else b"\\ufffd"
+
+
+def _decode_wire(line: bytes) -> _WireCommand:
+    try:
+        return msgspec.json.decode(line, type=_WireCommand)
+    except RecursionError:
+        raise RejectedLine(_TOO_DEEP) from None
+
+
 def decode_command(line: bytes) -> Command:
     """Decode one command line (without its newline).
 
     Raises :class:`RejectedLine` with ``invalid JSON: <reason>`` when the line is not
     a UTF-8 JSON object, or nests deeper than the decoder goes (``nested too deeply``).
+    An escaped lone surrogate (``"\\ud800"``) is U+FFFD, as Go's decoder reads it.
     A missing or non-string ``type`` is not an error here: it comes back as ``""`` or
     as its JSON text, and is refused as not allowed.
     """
@@ -165,13 +188,16 @@ def decode_command(line: bytes) -> Command:
     except UnicodeDecodeError as err:
         raise RejectedLine(f"invalid JSON: invalid UTF-8 at byte {err.start}") from None
     try:
-        wire = msgspec.json.decode(line, type=_WireCommand)
-    except msgspec.ValidationError as err:
-        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
-    except msgspec.DecodeError as err:
-        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
-    except RecursionError:
-        raise RejectedLine(_TOO_DEEP) from None
+        wire = _decode_wire(line)
+    except msgspec.DecodeError as err:  # ValidationError included
+        if b"\\u" not in line:
+            raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+        # Go's decoder reads an escaped lone surrogate as U+FFFD; msgspec refuses it.
+        line = _LONE_SURROGATE.sub(_keep_or_replace, line)
+        try:
+            wire = _decode_wire(line)
+        except msgspec.DecodeError as err:
+            raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
     raw_type = bytes(wire.type)
     if not raw_type or raw_type == b"null":  # Go decodes null as the field left out
         command_type = ""
@@ -196,6 +222,41 @@ def decode_params(params: bytes, params_type: type[T]) -> T:
     try:
         return msgspec.json.decode(params, type=params_type)
     except msgspec.ValidationError as err:
-        raise RejectedLine(f"invalid params: {_reason(err)}") from None
+        reason = _reason(err)
+        if "[...]" in reason:
+            reason = _name_the_key(params, params_type, reason)
+        raise RejectedLine(f"invalid params: {reason}") from None
     except RecursionError:
         raise RejectedLine(_TOO_DEEP) from None
+
+
+_PATH_PART: Final = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|(\[\.\.\.\])")
+
+
+def _name_the_key(params: bytes, params_type: type[Any], reason: str) -> str:
+    """msgspec says ``$.fields[...]`` for a value under a map key; name the key instead
+    (``$.fields["max_retries"]``): the first key whose value alone fails the same way.
+
+    Only on the error path; the line decoded once already, so it decodes again.
+    """
+    head, _, tail = reason.partition(" - at `$")
+    path, _, rest = tail.partition("[...]")
+    doc = msgspec.json.decode(params)
+    owner: Any = doc
+    for name, index, _ in _PATH_PART.findall(path):
+        owner = owner[name] if name else owner[int(index)]
+    if not isinstance(owner, dict):  # pragma: no cover - msgspec marks only maps so
+        return reason
+    everything = dict(owner)
+    try:
+        for key, value in everything.items():
+            owner.clear()
+            owner[key] = value
+            try:
+                msgspec.convert(doc, params_type, strict=True)
+            except msgspec.ValidationError:
+                return f"{head} - at `${path}[{encode_vm(key).decode()}]{rest}"
+    finally:
+        owner.clear()
+        owner.update(everything)
+    return reason  # pragma: no cover - some key's value always fails alone

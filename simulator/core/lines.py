@@ -13,13 +13,17 @@ from simulator.core.envelope import MAX_LINE_BYTES
 
 __all__ = ["LineBuffer"]
 
+_LONGEST = MAX_LINE_BYTES + 1
+"""The longest line kept whole: the limit, and a ``\\r`` that may come before the newline."""
+
 
 class LineBuffer:
     """Splits a byte stream into command lines, never holding more than one line's limit.
 
-    A line longer than :data:`MAX_LINE_BYTES` comes out once, cut to
-    ``MAX_LINE_BYTES + 1`` bytes (so the session can reject it for its length), and the
-    rest of it, up to its newline, is skipped as it arrives.
+    A line longer than :data:`MAX_LINE_BYTES` (a ``\\r`` before its newline not
+    counted) comes out once, cut to ``MAX_LINE_BYTES + 2`` bytes (so the session can
+    reject it for its length), and the rest of it, up to its newline, is skipped as it
+    arrives.
     """
 
     def __init__(self) -> None:
@@ -35,8 +39,8 @@ class LineBuffer:
             piece = data[start:] if end < 0 else data[start:end]
             if not self._skipping:
                 self._pending += piece
-                if len(self._pending) > MAX_LINE_BYTES:
-                    lines.append(bytes(self._pending[: MAX_LINE_BYTES + 1]))
+                if len(self._pending) > _LONGEST:
+                    lines.append(bytes(self._pending[: _LONGEST + 1]))
                     self._pending.clear()
                     self._skipping = True
             if end < 0:

@@ -39,6 +39,7 @@ import msgspec
 from simulator.core.chart import WORLD_DELAY, Chart
 from simulator.core.driver import Flags, InvalidParams
 from simulator.core.envelope import (
+    JSON_WHITESPACE,
     MAX_LINE_BYTES,
     RejectedLine,
     decode_command,
@@ -323,17 +324,18 @@ class Session:
         """Answer one line from the client (without its newline)."""
         self._require_started()
         out = Outcome()
-        if not line.strip():
+        if not line.strip(JSON_WHITESPACE):
             return out
         if self._done:
             self._record(line, "the session is already done (done:true was written)")
             return out
-        if len(line) > MAX_LINE_BYTES:
+        if len(line.removesuffix(b"\r")) > MAX_LINE_BYTES:
             self._record(line[:MAX_LINE_BYTES], _OVERSIZED)
             return self._reject(out, _OVERSIZED)
         try:
             command = decode_command(line)
             if command.type == "quit":
+                decode_params(command.params, _NoParams)  # params, if any, an object
                 self._record(line, "")
                 return self.quit()
             spec = self.chart.states[self.driver.state]

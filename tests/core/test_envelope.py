@@ -297,6 +297,52 @@ def test_decode_params_wrong_type_names_the_path(raw: bytes, path: str) -> None:
     assert path in info.value.text
 
 
+class MapParams(msgspec.Struct):
+    fields: dict[str, str]
+    rows: list[dict[str, int]] = []
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (b'{"fields":{"a":"x","max_retries":5}}', '$.fields["max_retries"]'),
+        (b'{"fields":{"llm.model":null}}', '$.fields["llm.model"]'),
+        (b'{"fields":{"<&>":1}}', '$.fields["\\u003c\\u0026\\u003e"]'),
+        (b'{"fields":{},"rows":[{"a":1},{"b":1,"c":"x"}]}', '$.rows[1]["c"]'),
+    ],
+)
+def test_decode_params_names_the_key_of_a_map_value(raw: bytes, where: str) -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_params(raw, MapParams)
+    assert info.value.text.endswith(f" - at `{where}`")
+    assert "[...]" not in info.value.text
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        (b'{"type":"q","x":"\\ud800"}', "\ufffd"),
+        (b'{"type":"q\\udfff"}', "q\ufffd"),
+        (b'{"type":"\\ud83d\\ude00"}', "\U0001f600"),
+        (b'{"type":"\\\\ud800"}', "\\ud800"),
+        (b'{"type":"\\ud800\\u0041"}', "\ufffdA"),
+    ],
+)
+def test_an_escaped_lone_surrogate_is_u_fffd_as_go_reads_it(line: bytes, value: str) -> None:
+    command = decode_command(line)
+    if "x" in line.decode():
+        assert command.type == "q"
+    else:
+        assert command.type == value
+
+
+def test_a_lone_surrogate_in_a_line_that_is_bad_anyway_gives_the_other_reason() -> None:
+    with pytest.raises(RejectedLine) as info:
+        decode_command(b'{"type":"\\ud800",}')
+    assert info.value.text.startswith("invalid JSON: ")
+    assert "truncated" not in info.value.text
+
+
 @pytest.mark.parametrize("raw", [b"[1]", b"3", b'"s"', b"{}"])
 def test_decode_params_not_an_object_or_missing_field(raw: bytes) -> None:
     with pytest.raises(RejectedLine) as info:

@@ -65,8 +65,8 @@ def test_oversized_line_comes_out_once_cut_and_rest_is_skipped() -> None:
     out = buf.push(b"a" * (MAX_LINE_BYTES - 10))
     out += buf.push(b"b" * 100)
     assert len(out) == 1
-    assert len(out[0]) == MAX_LINE_BYTES + 1
-    assert out[0] == (b"a" * (MAX_LINE_BYTES - 10) + b"b" * 100)[: MAX_LINE_BYTES + 1]
+    assert len(out[0]) == MAX_LINE_BYTES + 2
+    assert out[0] == (b"a" * (MAX_LINE_BYTES - 10) + b"b" * 100)[: MAX_LINE_BYTES + 2]
     for _ in range(5):
         assert buf.push(b"c" * 300_000) == []
     assert buf.push(b'ccc\n{"type":"quit"}\n') == [b'{"type":"quit"}']
@@ -76,18 +76,24 @@ def test_oversized_line_comes_out_once_cut_and_rest_is_skipped() -> None:
 def test_oversized_line_in_one_push_then_next_line_intact() -> None:
     buf = LineBuffer()
     out = buf.push(b"z" * (MAX_LINE_BYTES + 5000) + b"\nok\n")
-    assert out == [b"z" * (MAX_LINE_BYTES + 1), b"ok"]
+    assert out == [b"z" * (MAX_LINE_BYTES + 2), b"ok"]
 
 
 def test_oversized_unterminated_line_is_not_repeated_at_finish() -> None:
     buf = LineBuffer()
-    assert len(buf.push(b"q" * (MAX_LINE_BYTES + 1))) == 1
+    assert len(buf.push(b"q" * (MAX_LINE_BYTES + 2))) == 1
     assert buf.push(b"more") == []
     assert buf.finish() == []
 
 
-def test_line_of_limit_plus_one_comes_out_whole_once() -> None:
-    body = b"w" * (MAX_LINE_BYTES + 1)
+def test_line_of_limit_and_a_return_comes_out_whole() -> None:
+    body = b"v" * MAX_LINE_BYTES + b"\r"
+    buf = LineBuffer()
+    assert buf.push(body + b"\nnext\n") == [body, b"next"]
+
+
+def test_line_of_limit_plus_two_comes_out_once_at_its_length() -> None:
+    body = b"w" * (MAX_LINE_BYTES + 2)
     buf = LineBuffer()
     assert buf.push(body) == [body]
     assert buf.push(b"\nafter\n") == [b"after"]

@@ -230,7 +230,27 @@ def test_quit_in_every_reachable_state(command: str, target: str) -> None:
 
 def test_quit_with_params_and_extra_keys_still_quits() -> None:
     session, _ = reach("update", "has_update")
-    out = session.feed(b'{"type":"quit","params":[1,2],"extra":true}')
+    out = session.feed(b'{"type":"quit","params":{"why":1},"extra":true}')
+    assert parts(out[0]).done is True
+
+
+@pytest.mark.parametrize("params", [b"5", b"[1,2]", b'"now"', b"true"])
+def test_quit_with_params_not_an_object_is_invalid_params_like_any_command(
+    params: bytes,
+) -> None:
+    session, last = reach("update", "has_update")
+    out = session.feed(b'{"type":"quit","params":' + params + b"}")
+    event = parts(out[0])
+    assert event.done is False
+    assert json.loads(out[0])["vm"] == json.loads(last)["vm"]
+    assert event.error.startswith("invalid params: expected `object`")
+    assert session.state == "has_update"
+    assert parts(session.feed(QUIT)[0]).done is True
+
+
+def test_quit_with_an_escaped_lone_surrogate_quits_as_go_reads_it() -> None:
+    session, _ = reach("update", "has_update")
+    out = session.feed(b'{"type":"quit","x":"\\ud800"}')
     assert parts(out[0]).done is True
 
 
@@ -406,6 +426,33 @@ def test_line_of_exactly_the_limit_is_accepted() -> None:
     out = session.feed(line)
     assert parts(out[0]).error == ""
     assert session.state == "downloading"
+
+
+@pytest.mark.parametrize("line", [b"\x0b", b"\x0c", b" \x0c ", b"\x1c", b"\xc2\xa0"])
+def test_lines_of_other_whitespace_are_invalid_json_as_go_says(line: bytes) -> None:
+    session, _ = reach("update", "has_update")
+    out = session.feed(line)
+    assert len(out) == 1
+    assert parts(out[0]).error.startswith("invalid JSON: ")
+    assert session.state == "has_update"
+
+
+def test_a_carriage_return_does_not_count_toward_the_limit() -> None:
+    session, _ = reach("update", "has_update")
+    command = b'{"type":"download"}'
+    line = command + b" " * (MAX_LINE_BYTES - len(command)) + b"\r"
+    out = session.feed(line)
+    assert parts(out[0]).error == ""
+    assert session.state == "downloading"
+
+
+def test_a_line_one_byte_over_the_limit_before_its_return_is_refused() -> None:
+    session, _ = reach("update", "has_update")
+    command = b'{"type":"download"}'
+    line = command + b" " * (MAX_LINE_BYTES + 1 - len(command)) + b"\r"
+    out = session.feed(line)
+    assert parts(out[0]).error == f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
+    assert session.state == "has_update"
 
 
 @pytest.mark.parametrize("line", [b"", b" ", b"\t", b"\r", b"  \t \r"])

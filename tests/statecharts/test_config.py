@@ -359,17 +359,17 @@ BAD_FIELDS = [
     ),
     pytest.param(
         {"language": "fr", "max_concurrent": 5},
-        "invalid params: expected `str`, got `int` - at `$.fields[...]`",
+        'invalid params: expected `str`, got `int` - at `$.fields["max_concurrent"]`',
         id="non-string-int",
     ),
     pytest.param(
         {"language": "fr", "doc_language": None},
-        "invalid params: expected `str`, got `null` - at `$.fields[...]`",
+        'invalid params: expected `str`, got `null` - at `$.fields["doc_language"]`',
         id="non-string-null",
     ),
     pytest.param(
         {"language": "fr", "llm_model": ["a"]},
-        "invalid params: expected `str`, got `array` - at `$.fields[...]`",
+        'invalid params: expected `str`, got `array` - at `$.fields["llm_model"]`',
         id="non-string-array",
     ),
 ]
