@@ -49,6 +49,7 @@ from simulator.core.envelope import (
     not_allowed,
 )
 from simulator.core.errors import MisuseError
+from simulator.core.secrets import redact, redact_line
 from simulator.scenario import Scenario, ScenarioError
 from simulator.scenario.failures import Failure, FailurePlan
 
@@ -64,7 +65,11 @@ class SessionError(MisuseError):
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One line the client sent, and what the session expected when it arrived."""
+    """One line the client sent, and what the session expected when it arrived.
+
+    ``line`` is the line with any API key's value redacted
+    (:mod:`simulator.core.secrets`), so no assertion message shows a secret.
+    """
 
     time: float
     line: bytes
@@ -286,7 +291,7 @@ class Session:
             "command": self.chart.name,
             "state": self._shown_state,
             "chart_state": self.driver.state,
-            "vm": msgspec.json.decode(self._last_vm),
+            "vm": redact(msgspec.json.decode(self._last_vm)),
             "waiting_for": list(self._last_waiting_for),
             "done": self._done,
             "clock": self._now,
@@ -363,7 +368,12 @@ class Session:
     def _record(self, line: bytes, error: str) -> None:
         self._journal.append(
             JournalEntry(
-                self._now, line, self._shown_state, self._last_waiting_for, self._done, error
+                self._now,
+                redact_line(line),
+                self._shown_state,
+                self._last_waiting_for,
+                self._done,
+                error,
             )
         )
 

@@ -2,7 +2,8 @@
 
 Owns: :class:`SimSession`, the in-process runner behind the ``zread_sim`` fixture and
 usable without pytest. It keeps the decoded events, a transcript of every line in both
-directions with its virtual time, and the client's mistakes (``violations``). Time
+directions with its virtual time (API keys redacted: see
+:mod:`simulator.core.secrets`), and the client's mistakes (``violations``). Time
 moves only when the test waits: :meth:`SimSession.wait_for` fires the session's timers
 in order until an event satisfies its predicate.
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from simulator.core.errors import MisuseError
+from simulator.core.secrets import redact_line
 from simulator.core.session import JournalEntry, Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario
@@ -110,7 +112,7 @@ class SimSession:
         data = line.encode("utf-8") if isinstance(line, str) else line
         if self._stdin_closed:
             raise SimulationError(self._why("stdin is closed (close_stdin)"))
-        self.transcript.append(TranscriptLine("in", self.now, data))
+        self.transcript.append(TranscriptLine("in", self.now, redact_line(data)))
         return self._take(self._session.feed(data))
 
     def close_stdin(self) -> list[Event]:
@@ -179,7 +181,7 @@ class SimSession:
             self._take(self._session.resolve(effect, result))
         events = []
         for line in outcome:
-            self.transcript.append(TranscriptLine("out", self.now, line))
+            self.transcript.append(TranscriptLine("out", self.now, redact_line(line)))
             events.append(json.loads(line))
         self.events.extend(events)
         return events

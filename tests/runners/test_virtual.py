@@ -491,3 +491,22 @@ def test_scenario_as_a_loaded_object() -> None:
         assert other.events == session.events[:1]
     finally:
         sim.close()
+
+
+def test_an_api_key_is_shown_in_the_events_but_never_in_the_record() -> None:
+    sim = start("config")
+    sim.send("update_fields", fields={"llm_api_key": "sk-live-secret"})
+    sim.send("update_fields", fields={"llm_api_key": 5})  # rejected: a violation
+    assert sim.events[-2]["vm"]["fields"][8]["value"] == "sk-live-secret"  # as zread shows
+    record = [
+        repr(sim.transcript),
+        repr(sim.violations),
+        str(sim.violations[0]),
+        repr(sim.session.journal),
+        json.dumps(sim.session.snapshot()),
+    ]
+    for text in record:
+        assert "sk-live-secret" not in text
+        assert "sk-sim-" not in text  # the scenario's own key, shown at start
+    assert "***" in record[0]
+    assert sim.session.snapshot()["vm"]["fields"][8]["value"] == "***"
