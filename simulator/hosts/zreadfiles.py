@@ -35,6 +35,11 @@ Python libraries differ:
 - The lock file is ``.lock`` in the directory given to :func:`locked`: the store locks
   ``$HOME/.zread/`` for the user's files and ``<project>/.zread/`` for the wiki.
 - The log is appended to with one ``write`` of a whole line (``O_APPEND``), mode 0600.
+- A symbolic link among zread's files is where the user pointed it: a file that is a
+  link to an existing file is written through it (the link stays a link, the file it
+  names is replaced). A link to nothing is :class:`DanglingLinkError`, and nothing is
+  created through it: zread's Go would create its target, which may be anywhere. The
+  lock file is never a link (``O_NOFOLLOW``).
 
 PyYAML (~30 ms to import) is imported only by the functions that read or write YAML.
 """
@@ -64,6 +69,7 @@ __all__ = [
     "CONFIG_KEYS",
     "LOCK_NAME",
     "ConfigFileError",
+    "DanglingLinkError",
     "LoginFileError",
     "LoginRecord",
     "PageEntry",
@@ -608,12 +614,35 @@ def decode_login(data: bytes) -> LoginRecord:
 # -- writing safely ------------------------------------------------------------------------
 
 
+class DanglingLinkError(ConfigurationError, OSError):
+    """One of zread's files is a symbolic link to nothing: nothing is written through it."""
+
+    def __init__(self, path: Path) -> None:
+        target = os.readlink(path)
+        super().__init__(
+            f"{path}: a symbolic link to {target}, which does not exist: "
+            "nothing is written through it"
+        )
+
+
+def _through_link(path: Path) -> Path:
+    """``path``, or the existing file it links to; :class:`DanglingLinkError` for a link
+    to nothing (or to something that is not a regular file)."""
+    if not path.is_symlink():
+        return path
+    target = path.resolve()
+    if not target.is_file():
+        raise DanglingLinkError(path)
+    return target
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` at once: a reader sees the old file or the new
     one, never a part. The bytes go to a temporary file in the same directory (created
     if missing), are flushed to disk, get ``mode`` (whatever the umask), then the file
-    is renamed over ``path`` and the directory flushed too."""
-    path = Path(path)
+    is renamed over ``path`` and the directory flushed too. A ``path`` that is a link
+    to an existing file replaces that file (see the module docstring)."""
+    path = _through_link(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -657,7 +686,7 @@ def locked(directory: Path, *, timeout: float | None = None) -> Iterator[Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     lock = directory / LOCK_NAME
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         if timeout is None:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -680,7 +709,7 @@ def append_log(path: Path, line: str) -> None:
     """Append ``line`` and a newline to the log at ``path`` (directories created, mode
     0600 when new), in one write, so lines of several processes never interleave.
     Line breaks inside ``line`` become spaces: one call, one line."""
-    path = Path(path)
+    path = _through_link(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     text = " ".join(line.rstrip("\r\n").splitlines()) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -29,6 +29,7 @@ WHOSE = {
     "simulator.hosts.zreadfiles.WikiFileError": ConfigurationError,
     "simulator.hosts.zreadfiles.ConfigFileError": ConfigurationError,
     "simulator.hosts.zreadfiles.LoginFileError": ConfigurationError,
+    "simulator.hosts.zreadfiles.DanglingLinkError": ConfigurationError,
     "simulator.hosts.wikiserver.ListenError": ConfigurationError,
     "simulator.runners.controlled.ControlAddressError": ConfigurationError,
     "simulator.tools.load.common.LoadError": ConfigurationError,

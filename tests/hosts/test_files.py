@@ -284,3 +284,97 @@ def test_nothing_is_written_outside_the_two_zread_dirs(home: Path, project: Path
     assert after == before
     assert {p.name for p in home.iterdir()} == {".zread"}
     assert json.loads((home / ".zread" / "login.json").read_text())["model"] == "glm-4.6"
+
+
+# -- files refused, links --------------------------------------------------------------
+
+
+def tree(root: Path) -> dict[str, tuple[bytes | str, int]]:
+    """Every entry under root: a file's bytes or a link's target, and its mtime (ns)."""
+    out: dict[str, tuple[bytes | str, int]] = {}
+    for path in sorted(root.rglob("*")):
+        key = path.relative_to(root).as_posix()
+        mtime = path.lstat().st_mtime_ns
+        if path.is_symlink():
+            out[key] = (os.readlink(path), mtime)
+        elif path.is_file():
+            out[key] = (path.read_bytes(), mtime)
+        else:
+            out[key] = ("<dir>", mtime)
+    return out
+
+
+REFUSED = [
+    pytest.param("home", ".zread/config.yaml", b"language: [unclosed\n", id="config-yaml"),
+    pytest.param("home", ".zread/config.yaml", b"concurrency: {max_retries: x}\n", id="config-int"),
+    pytest.param("home", ".zread/login.json", b"{not json", id="login-json"),
+    pytest.param("project", ".zread/wiki/drafts/wiki.json", b'{"id": 5}', id="draft-index"),
+    pytest.param(
+        "project", ".zread/wiki/versions/2026-04-06-130213/wiki.json", b"[]", id="version-index"
+    ),
+]
+
+
+@pytest.mark.parametrize(("side", "name", "data"), REFUSED)
+@pytest.mark.parametrize("command", ["generate", "config", "login", "browse"])
+def test_a_refused_file_and_everything_around_it_are_left_as_they_were(
+    home: Path, project: Path, side: str, name: str, data: bytes, command: str
+) -> None:
+    path = (home if side == "home" else project) / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    before = tree(home), tree(project)
+    with pytest.raises(FilesError, match=str(path.name)):
+        start(command, *(["-y"] if command == "generate" else []), home=home, project=project)
+    assert (tree(home), tree(project)) == before
+
+
+def test_a_config_linked_to_a_file_elsewhere_is_saved_through_the_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "zread.yaml").write_text(CONFIG)
+    (home / ".zread").mkdir()
+    link = home / ".zread" / "config.yaml"
+    link.symlink_to(dotfiles / "zread.yaml")
+    store(home, project).apply(SaveConfig({"language": "en"}, initial={"language": "zh"}))
+    assert link.is_symlink()
+    values = zf.config_values(zf.read_config((dotfiles / "zread.yaml").read_bytes()))
+    assert values["language"] == "en"
+    assert values["llm_model"] == "glm-5"
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["zread.yaml"]
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "login.json"])
+def test_a_link_to_nothing_is_refused_and_nothing_is_created_through_it(
+    home: Path, project: Path, tmp_path: Path, name: str
+) -> None:
+    (home / ".zread").mkdir()
+    target = tmp_path / "elsewhere" / name
+    link = home / ".zread" / name
+    link.symlink_to(target)
+    effect: object = (
+        SaveConfig({"language": "en"}, initial={"language": "zh"})
+        if name == "config.yaml"
+        else SaveLogin("octocat", "cn", "glm-4.6")
+    )
+    with pytest.raises(zf.DanglingLinkError, match="does not exist"):
+        store(home, project).apply(effect)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert not target.parent.exists()
+    assert not [p for p in (home / ".zread").iterdir() if p.name.startswith(".")] or {
+        p.name for p in (home / ".zread").iterdir() if p.name.startswith(".")
+    } == {".lock"}
+
+
+def test_a_log_linked_to_nothing_is_not_written_and_the_run_goes_on(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (home / ".zread" / "log").mkdir(parents=True)
+    target = tmp_path / "elsewhere" / "zread.log"
+    (home / ".zread" / "log" / "zread.log").symlink_to(target)
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    assert session.wait_done()["error"] == ""
+    session.close()
+    assert not target.parent.exists()

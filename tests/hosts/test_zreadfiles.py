@@ -631,3 +631,40 @@ def test_append_log_from_threads_never_interleaves(tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     assert len(lines) == 200
     assert all(line.endswith("x" * 200) and line.startswith("writer ") for line in lines)
+
+
+# -- links -------------------------------------------------------------------------------
+
+
+def test_write_atomic_through_a_link_replaces_the_file_it_names(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "config.yaml"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "config.yaml"
+    link.symlink_to(target)
+    zf.write_atomic(link, b"new", 0o600)
+    assert link.is_symlink() and target.read_bytes() == b"new"
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("write", ["write_atomic", "append_log"])
+def test_a_link_to_nothing_is_refused_and_its_target_not_created(
+    tmp_path: Path, write: str
+) -> None:
+    link = tmp_path / "file"
+    link.symlink_to(tmp_path / "missing" / "file")
+    writes = {
+        "write_atomic": lambda: zf.write_atomic(link, b"x"),
+        "append_log": lambda: zf.append_log(link, "x"),
+    }
+    with pytest.raises(zf.DanglingLinkError, match=r"file: a symbolic link to .*missing/file"):
+        writes[write]()
+    assert not (tmp_path / "missing").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_the_lock_file_is_never_followed_through_a_link(tmp_path: Path) -> None:
+    (tmp_path / zf.LOCK_NAME).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"), zf.locked(tmp_path):
+        pass
+    assert not (tmp_path / "elsewhere").exists()
