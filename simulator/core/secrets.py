@@ -5,9 +5,11 @@ the value of every key that names an API key (``llm_api_key``, ``api_key``), and
 ``value`` and ``initial`` of the config field whose ``json_key`` names one, become
 :data:`REDACTED`. An empty value stays empty, so "is a key set?" can still be read.
 
-The events a session writes are zread's output and keep what zread shows; what is
-redacted is the simulator's own account of them: the journal of the client's lines,
-a virtual session's transcript, the control channel's ``snapshot``.
+The events a session writes are zread's output and keep what zread shows, and the
+journal and a virtual session's transcript keep the lines byte for byte; what is
+redacted is what the simulator prints of them (a journal entry's or a transcript
+line's ``str`` and ``repr``, so any assertion message) and the control channel's
+``snapshot``.
 
 A redacted line is encoded as the envelope encodes (compact, Go's escaping), so a line
 differs from the one on the wire only in the redacted values.

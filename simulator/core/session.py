@@ -67,8 +67,8 @@ class SessionError(MisuseError):
 class JournalEntry:
     """One line the client sent, and what the session expected when it arrived.
 
-    ``line`` is the line with any API key's value redacted
-    (:mod:`simulator.core.secrets`), so no assertion message shows a secret.
+    ``line`` is the line as sent; printed (``str``, ``repr``, so in an assertion
+    message) any API key's value in it is redacted (:mod:`simulator.core.secrets`).
     """
 
     time: float
@@ -79,8 +79,15 @@ class JournalEntry:
     error: str
     """Why the line was refused (the event's ``error``), or ``""`` when accepted."""
 
+    def __repr__(self) -> str:
+        return (
+            f"JournalEntry(time={self.time!r}, line={redact_line(self.line)!r}, "
+            f"state={self.state!r}, waiting_for={self.waiting_for!r}, "
+            f"after_done={self.after_done!r}, error={self.error!r})"
+        )
+
     def __str__(self) -> str:
-        sent = self.line.decode("utf-8", "replace")
+        sent = redact_line(self.line).decode("utf-8", "replace")
         if len(sent) > 200:
             sent = sent[:200] + "..."
         expected = ", ".join(self.waiting_for) or "nothing (wait for the next event)"
@@ -368,12 +375,7 @@ class Session:
     def _record(self, line: bytes, error: str) -> None:
         self._journal.append(
             JournalEntry(
-                self._now,
-                redact_line(line),
-                self._shown_state,
-                self._last_waiting_for,
-                self._done,
-                error,
+                self._now, line, self._shown_state, self._last_waiting_for, self._done, error
             )
         )
 
@@ -399,17 +401,30 @@ class Session:
         while self._heap and self._heap[0].deadline <= now and not self._done:
             if limit and len(out) >= limit:
                 return self._close(out)
-            timer = heapq.heappop(self._heap)
-            if self._live.pop(timer.seq, None) is None:
-                continue
-            self._now = max(self._now, timer.deadline)
-            fired = self._fire(timer.trigger, timer.payload)
-            if timer.repeat_after and self.driver.state == timer.state and not self._done:
-                self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
-            if fired:
-                self._emit(out)
+            self._fire_timer(heapq.heappop(self._heap), out)
         self._now = max(self._now, now)
         return self._close(out)
+
+    def step(self) -> Outcome:
+        """Fire the next timer, whenever it is due, and only that one (with whatever
+        events it writes); the clock moves to its deadline. Nothing pending: nothing
+        happens. A real-time runner calls it for each timer that is due, so that it can
+        read its input between firings."""
+        self._require_started()
+        out = Outcome()
+        if self.next_deadline() is not None:
+            self._fire_timer(heapq.heappop(self._heap), out)
+        return self._close(out)
+
+    def _fire_timer(self, timer: Timer, out: Outcome) -> None:
+        if self._live.pop(timer.seq, None) is None:
+            return  # cancelled
+        self._now = max(self._now, timer.deadline)
+        fired = self._fire(timer.trigger, timer.payload)
+        if timer.repeat_after and self.driver.state == timer.state and not self._done:
+            self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
+        if fired:
+            self._emit(out)
 
     def next_deadline(self) -> float | None:
         """When the next timer is due, or None when nothing is pending."""
@@ -418,6 +433,18 @@ class Session:
         if self._done or not self._heap:
             return None
         return self._heap[0].deadline
+
+    def next_timer(self) -> Timer | None:
+        """The timer that fires next, or None when nothing is pending."""
+        if self.next_deadline() is None:
+            return None
+        return self._heap[0]
+
+    @property
+    def armed(self) -> int:
+        """How many timers were ever armed: a timer whose ``seq`` is above a reading of
+        this was armed after it."""
+        return self._seq
 
     def pending(self) -> list[Timer]:
         """The timers still to fire, soonest first."""

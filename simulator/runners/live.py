@@ -194,9 +194,25 @@ class LiveSession:
             return
         if self._stopped:  # a hang or an exit: nothing is read any more
             return
+        arrival = self._clock()
         self.tick()
-        self._take(self.session.feed(line))
+        # Timers armed by those firings and due before the line fire first too; at speed
+        # 0 every timer is due at once, and the line goes in between (quit at any time).
+        while self.session.speed > 0 and self._due_before(arrival):
+            self.tick()
+        if not self._stopped and not self._done:
+            self._take(self.session.feed(line))
         self._settle()
+
+    def _due_before(self, moment: float) -> bool:
+        deadline = self.session.next_deadline()
+        return (
+            not self._stopped
+            and not self._done
+            and self._paused_at is None
+            and deadline is not None
+            and self.origin + deadline < moment
+        )
 
     def quit(self) -> None:
         """(3) A signal, or a runner ending the session: it quits, as with ``quit``."""
@@ -215,7 +231,12 @@ class LiveSession:
             self._settle()
 
     def tick(self) -> None:
-        """Go on writing a split event whose pause is over, and fire every timer due."""
+        """Go on writing a split event whose pause is over, and fire every timer due.
+
+        Only the timers armed before this call: one that a firing arms and that is due
+        at once (every timer at ``--speed 0``) waits for the next call, so the loop
+        reads what is waiting on input between firings, and ``quit`` holds at any time.
+        """
         now = self._clock()
         if self._waiting and now >= self._resume_at:
             self._waiting = False
@@ -224,17 +245,18 @@ class LiveSession:
             self._carry_out(actions)
         if self._paused_at is None:
             t = now - self.origin
+            armed = self.session.armed
             while not self._stopped:
-                deadline = self.session.next_deadline()
+                timer = self.session.next_timer()
                 # Compared on the clock, as next_wakeup() promised it: origin + deadline
                 # minus origin may come out a hair below the deadline.
-                if deadline is None or self.origin + deadline > now:
+                if timer is None or timer.seq > armed or self.origin + timer.deadline > now:
                     break
-                outcome = self.session.advance(max(t, deadline), limit=1)
+                outcome = self.session.step()
                 if self.on_fire is not None:
-                    self.on_fire(self, t - deadline)
+                    self.on_fire(self, t - timer.deadline)
                 self._take(outcome)
-            if not self._stopped and not self._done:
+            if not self._stopped and not self._done and not self._due_before(now + 1e-9):
                 self._take(self.session.advance(t))  # the clock moves (nothing is due)
         self._settle()
 

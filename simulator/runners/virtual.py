@@ -2,7 +2,7 @@
 
 Owns: :class:`SimSession`, the in-process runner behind the ``zread_sim`` fixture and
 usable without pytest. It keeps the decoded events, a transcript of every line in both
-directions with its virtual time (API keys redacted: see
+directions with its virtual time (byte for byte; printed, API keys are redacted: see
 :mod:`simulator.core.secrets`), and the client's mistakes (``violations``). Time
 moves only when the test waits: :meth:`SimSession.wait_for` fires the session's timers
 in order until an event satisfies its predicate.
@@ -48,6 +48,14 @@ class TranscriptLine:
     direction: Literal["in", "out"]
     time: float
     data: bytes
+    """The line byte for byte, without its newline."""
+
+    def __repr__(self) -> str:
+        """As the dataclass writes it, with any API key's value redacted."""
+        return (
+            f"TranscriptLine(direction={self.direction!r}, time={self.time!r}, "
+            f"data={redact_line(self.data)!r})"
+        )
 
 
 class SimSession:
@@ -112,7 +120,7 @@ class SimSession:
         data = line.encode("utf-8") if isinstance(line, str) else line
         if self._stdin_closed:
             raise SimulationError(self._why("stdin is closed (close_stdin)"))
-        self.transcript.append(TranscriptLine("in", self.now, redact_line(data)))
+        self.transcript.append(TranscriptLine("in", self.now, data))
         return self._take(self._session.feed(data))
 
     def close_stdin(self) -> list[Event]:
@@ -181,7 +189,7 @@ class SimSession:
             self._take(self._session.resolve(effect, result))
         events = []
         for line in outcome:
-            self.transcript.append(TranscriptLine("out", self.now, redact_line(line)))
+            self.transcript.append(TranscriptLine("out", self.now, line))
             events.append(json.loads(line))
         self.events.extend(events)
         return events

@@ -879,3 +879,26 @@ def test_login_custom_flag_ends_at_once_without_saving() -> None:
     assert event(only)["done"] is True
     assert event(only)["vm"]["wants_llm_provider_editor"] is True
     assert first.effects == []
+
+
+def test_step_fires_the_next_timer_only_and_moves_the_clock_to_it() -> None:
+    session = new_session("generate", "default")
+    session.start()
+    session.feed(b'{"type":"select_action","params":{"action":"generate"}}')
+    timer = session.next_timer()
+    assert timer is not None and timer.deadline == session.next_deadline()
+    armed = session.armed
+    others = {t.seq for t in session.pending()} - {timer.seq}
+    session.step()
+    assert session.now == timer.deadline
+    after = {t.seq for t in session.pending()}
+    assert after - others == {seq for seq in after if seq > armed}  # only new ones came
+    assert others <= after  # and nothing else fired
+
+
+def test_step_with_nothing_pending_does_nothing() -> None:
+    session = new_session("config", "default")
+    session.start()
+    assert session.next_timer() is None
+    assert session.step() == []
+    assert session.now == 0.0

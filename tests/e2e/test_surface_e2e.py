@@ -302,3 +302,26 @@ def test_a_delay_of_years_is_waited_for_not_a_crash() -> None:
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
     assert events[0]["vm"]["state"] == "checking" and events[-1]["done"] is True
     assert done.stdout.splitlines()[-1] == b"rc=0"
+
+
+@pytest.mark.parametrize("source", ['printf \'{"type":"quit"}\\n\' |', "< quit.jsonl"])
+def test_a_quit_waiting_on_stdin_holds_at_speed_0(tmp_path: Path, source: str) -> None:
+    """At ``--speed 0`` every timer is due at once; what waits on stdin is read between
+    firings, so a quit ends the run where it is, and the same way every time."""
+    (tmp_path / "quit.jsonl").write_bytes(b'{"type":"quit"}\n')
+    script = f"cd {tmp_path} && {source} $PY generate -y --stdio --speed 0 --no-files"
+    runs = [shell(script) for _ in range(3)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        last = json.loads(run.stdout.splitlines()[-1])
+        assert last["done"] is True
+        tasks = last["vm"]["pages"]["tasks"]
+        assert not tasks or sum(task["status"] == "done" for task in tasks) < len(tasks)
+    if source.startswith("<"):  # a file is all there from the start: one outcome
+        assert runs[0].stdout == runs[1].stdout == runs[2].stdout
+
+
+def test_a_script_that_waits_for_nothing_runs_whole_at_speed_0() -> None:
+    done = shell("$PY generate -y --stdio --speed 0 --no-files < /dev/null")
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True and last["vm"]["state"] == "done"

@@ -348,3 +348,43 @@ def test_control_frames_are_taken_out_of_the_input() -> None:
     assert frames == [b'{"type":"control_request","request_id":"1"}']
     assert [e["vm"]["state"] for e in keeper.events] == ["select_action", "running"]
     assert runner.session.violations == []
+
+
+# -- speed 0: input between firings ------------------------------------------------------
+
+
+def test_at_speed_0_a_tick_fires_only_the_timers_armed_before_it() -> None:
+    runner, keeper, clock = live("generate", "-y", speed=0)
+    runner.start()
+    ticks = 0
+    while runner.next_wakeup() is not None:
+        assert runner.next_wakeup() <= clock.now  # everything is due at once
+        before = runner.session.armed
+        runner.tick()
+        ticks += 1
+        # What was armed before has fired; what those firings armed waits.
+        assert all(t.seq > before for t in runner.session.pending())
+    assert keeper.events[-1]["done"] is True
+    assert ticks > 10  # one run, many ticks: room for input between them
+
+
+def test_at_speed_0_a_quit_fed_between_ticks_ends_the_run_there() -> None:
+    runner, keeper, _ = live("generate", "-y", speed=0)
+    runner.start()
+    runner.tick()
+    runner.tick()
+    shown = len(keeper.events)
+    runner.received(b'{"type":"quit"}\n')
+    events = keeper.events
+    assert events[-1]["done"] is True
+    assert len(events) <= shown + 2  # at most the firing the line came after, then done
+    assert events[-1]["vm"]["state"] != "done"  # quit, not the end of the run
+
+
+def test_at_speed_above_0_a_line_comes_after_every_timer_due_before_it() -> None:
+    runner, keeper, clock = live("update", speed=1)
+    runner.start()
+    clock.now += 3600  # the process was stalled: the check and everything after are due
+    runner.received(b'{"type":"download"}\n')
+    assert keeper.events[-1]["error"] == ""
+    assert keeper.events[-1]["vm"]["state"] == "downloading"
