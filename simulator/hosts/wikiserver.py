@@ -14,7 +14,11 @@ page is served). The routes::
 
 Everything else is ``404``; any method but GET and HEAD is ``405`` with
 ``Allow: GET, HEAD``. HEAD sends the headers GET would send, without the body. Every
-response has a ``Content-Length`` and closes its connection.
+response has a ``Content-Length`` and closes its connection. A request body is never
+used: a ``Content-Length`` that is not one decimal number is ``400``, one over
+:data:`MAX_BODY` is ``413`` (answered at once, the body unread); a smaller body is read
+within the request's deadline and dropped, and one sent chunked or after
+``Expect: 100-continue`` is not waited for.
 
 Where: the host must be ``localhost`` (bound as ``127.0.0.1``) or a loopback address
 (``127.0.0.0/8``, ``::1``), else :class:`ListenError` before any socket is made (the
@@ -27,9 +31,16 @@ Must not: serve the file system (a path is looked up in the site's index, never 
 to a directory, and the site is asked only for slugs of its index), know where a site's
 pages come from (anything with the shape of :class:`Site` will do),
 bind anything but a loopback address, or write to stdout or stderr (stdout carries the
-protocol; request logging is silenced). Requests are bounded: http.server's limits on
-the request line (64 KiB) and headers (100), :data:`MAX_CONNECTIONS` at a time (more
-are closed unanswered), and a connection idle for :data:`IDLE_TIMEOUT` is dropped.
+protocol; request logging is silenced), or hold a thread or a connection without
+bound. Requests are bounded: http.server's limits on the request line (64 KiB) and
+headers (100); a connection has :data:`REQUEST_TIMEOUT` (``request_timeout=``) from
+when its handler takes it up to send the whole request, line, headers and body (a
+deadline, not an idle time: a client trickling a byte a second is dropped at it as
+a silent one is), and each of the answer's two writes (headers, body) has as long again.
+:data:`MAX_CONNECTIONS` are served at once; the next ones wait, unaccepted, in a listen
+backlog of :data:`LISTEN_BACKLOG` (beyond it the kernel drops their SYNs and the
+client retries). :meth:`WikiServer.close` stops accepting and ends the connections
+still open, stalled or not, at once.
 
 ``http.server`` is enough: the server answers a handful of GETs from one person's
 browser or from a client's test, on loopback; it needs no TLS, no keep-alive, no
@@ -39,14 +50,17 @@ reader from blocking the others, and its daemon threads never hold the process u
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import html
+import io
 import ipaddress
 import os
 import socket
 import socketserver
 import threading
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +72,7 @@ from simulator.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence, Set
+    from email.message import Message
 
     from markdown_it import MarkdownIt
     from markdown_it.renderer import RendererHTML
@@ -65,9 +80,11 @@ if TYPE_CHECKING:
     from markdown_it.utils import EnvType, OptionsDict
 
 __all__ = [
-    "IDLE_TIMEOUT",
+    "LISTEN_BACKLOG",
+    "MAX_BODY",
     "MAX_CONNECTIONS",
     "PORT_TRIES",
+    "REQUEST_TIMEOUT",
     "ListenError",
     "Site",
     "SitePage",
@@ -80,13 +97,18 @@ __all__ = [
 PORT_TRIES: Final = 100
 """How many ports are tried, from the one asked for upward, before giving up."""
 MAX_CONNECTIONS: Final = 64
-"""Connections served at once; one more is closed unanswered."""
-IDLE_TIMEOUT: Final = 10.0
-"""Seconds a connection may stay silent before it is dropped."""
+"""Connections served at once; the next ones wait in the listen backlog."""
+LISTEN_BACKLOG: Final = 128
+"""The listen queue (``request_queue_size``): connections not yet accepted. socketserver's
+5 overflowed under a burst: 200 GETs at once waited for SYN retries (p99 ~30 s)."""
+REQUEST_TIMEOUT: Final = 10.0
+"""Seconds a connection has to send its whole request (the default of
+``WikiServer(request_timeout=)``); each write of the answer has as long."""
+MAX_BODY: Final = 8 << 10
+"""The largest request body read (and dropped); a larger one is ``413``."""
 ALLOWED_METHODS: Final = ("GET", "HEAD")
 _POLL_INTERVAL: Final = 0.02
 """How often the serving loop checks for shutdown: bounds how long close() takes."""
-_MAX_DRAINED_BODY: Final = 1 << 16
 _HTML: Final = "text/html; charset=utf-8"
 _JSON: Final = "application/json"
 _MARKDOWN: Final = "text/markdown; charset=utf-8"
@@ -318,6 +340,14 @@ _NOT_ALLOWED: Final = _document(
     "405 Method Not Allowed",
     "<main>\n<h1>Method not allowed</h1>\n<p>This wiki answers GET and HEAD.</p>\n</main>\n",
 ).encode()
+_BAD_LENGTH: Final = _document(
+    "400 Bad Request",
+    "<main>\n<h1>Bad request</h1>\n<p>Content-Length is not a length.</p>\n</main>\n",
+).encode()
+_TOO_LARGE: Final = _document(
+    f"413 {HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase}",
+    "<main>\n<h1>Content too large</h1>\n<p>This wiki takes no request body.</p>\n</main>\n",
+).encode()
 _API_NOT_FOUND: Final = b'{"error":"not found"}'
 
 
@@ -370,39 +400,97 @@ class _Routes:
 # -- the server --------------------------------------------------------------------
 
 
+def _body_length(headers: Message) -> int | None:
+    """The body length a request declares: 0 when it declares none, None when its
+    ``Content-Length`` is not one decimal number (repeated, the values must agree)."""
+    values = [
+        part.strip() for value in headers.get_all("Content-Length", ()) for part in value.split(",")
+    ]
+    if not all(text.isascii() and text.isdigit() for text in values):
+        return None
+    # Past 18 digits it is too large however large (and int() refuses 4,300 digits).
+    lengths = {
+        MAX_BODY + 1 if len(digits) > 18 else int(digits or "0")
+        for digits in (text.lstrip("0") for text in values)
+    }
+    if len(lengths) > 1:
+        return None
+    return lengths.pop() if lengths else 0
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's input that ends at a deadline: each receive waits at most for
+    what is left, and one past the deadline raises :class:`TimeoutError` (which
+    http.server takes as "discard this connection")."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
-    timeout = IDLE_TIMEOUT
+
+    def setup(self) -> None:
+        super().setup()
+        # The request's deadline runs from now, however the client spends it.
+        deadline = time.monotonic() + self.server.request_timeout
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, deadline))
 
     def version_string(self) -> str:
         return "zread-sim"
 
     def parse_request(self) -> bool:
-        # Refuse other methods here, before http.server's "501 Unsupported method".
+        # Refuse here, before http.server's "501 Unsupported method": a length that is
+        # none (400), a body too large to read (413), another method (405).
         if not super().parse_request():
             return False
+        length = _body_length(self.headers)
+        if length is None:
+            self._reply(_Reply(HTTPStatus.BAD_REQUEST, _HTML, _BAD_LENGTH))
+            return False
+        if length > MAX_BODY:
+            self._reply(_Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _HTML, _TOO_LARGE))
+            return False
+        if length and self._body_coming():
+            # Read (within the deadline) so the client is not reset mid-send; dropped.
+            self.rfile.read(length)
         if self.command in ALLOWED_METHODS:
             return True
-        self._drain_body()
         self._reply(
             _Reply(HTTPStatus.METHOD_NOT_ALLOWED, _HTML, _NOT_ALLOWED),
             allow=", ".join(ALLOWED_METHODS),
         )
         return False
 
+    def _body_coming(self) -> bool:
+        """Whether the body follows the headers unasked, ``Content-Length`` bytes: not
+        when it is chunked (never read) or waits for a ``100 Continue`` (never sent)."""
+        if "Transfer-Encoding" in self.headers:
+            return False
+        return self.headers.get("Expect", "").strip().lower() != "100-continue"
+
+    def flush_headers(self) -> None:
+        # The answer's writes: the request is in (or given up on), a fresh bound each.
+        self.connection.settimeout(self.server.request_timeout)
+        super().flush_headers()
+
     def do_GET(self) -> None:
         self._reply(self.server.routes.get(unquote(urlsplit(self.path).path)))
 
     do_HEAD = do_GET
-
-    def _drain_body(self) -> None:
-        """Read a small request body so the client is not reset mid-send."""
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            return
-        if 0 < length <= _MAX_DRAINED_BODY:
-            self.rfile.read(length)
 
     def _reply(self, reply: _Reply, *, allow: str = "") -> None:
         self.send_response(reply.status)
@@ -422,9 +510,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
     # On Windows SO_REUSEADDR lets a second socket take a port in use: the port search
     # would never see it busy.
     allow_reuse_address = os.name != "nt"
+    request_timeout: float = REQUEST_TIMEOUT
 
     def __init__(
         self, routes: _Routes, family: socket.AddressFamily, address: tuple[str, int]
@@ -432,6 +522,9 @@ class _Server(ThreadingHTTPServer):
         self.routes = routes
         self.address_family = family
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._stopping = False
         super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
@@ -443,20 +536,46 @@ class _Server(ThreadingHTTPServer):
         self.server_port = int(port)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # too many at once: closed unanswered
+        # Too many at once: wait for a slot (a handler ends by its deadlines at the
+        # latest), and meanwhile accept nothing: the next connections wait in the backlog.
+        while not self._slots.acquire(timeout=_POLL_INTERVAL):
+            if self._stopping:
+                self.shutdown_request(request)
+                return
+        with self._lock:
+            stopping = self._stopping
+            if not stopping:
+                self._open.add(request)
+        if stopping:
+            self._slots.release()
+            self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._done(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._done(request)
+
+    def _done(self, request: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(request)
+        self._slots.release()
+
+    def shutdown(self) -> None:
+        """Stop the serving loop, and end every connection still open: a handler
+        blocked on a stalled client sees the end of its input at once."""
+        with self._lock:
+            self._stopping = True
+            for request in self._open:
+                with contextlib.suppress(OSError):
+                    request.shutdown(socket.SHUT_RDWR)
+        super().shutdown()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Silenced: a browser that hangs up mid-response is not worth a traceback."""
@@ -487,14 +606,27 @@ def _listen(routes: _Routes, host: str, port: int) -> _Server:
 class WikiServer:
     """A running wiki server; :meth:`close` stops it (safe to call more than once).
 
-    Raises :class:`ListenError` when it cannot listen: a host that is not loopback, no
-    free port among those tried, or any other bind failure.
+    ``request_timeout`` is the seconds a connection has to send its whole request
+    (:data:`REQUEST_TIMEOUT` unless a test wants a short one). Raises
+    :class:`ListenError` when it cannot listen: a host that is not loopback, no free
+    port among those tried, or any other bind failure; :class:`ValueError` for a
+    ``request_timeout`` that is not positive.
     """
 
-    def __init__(self, site: Site, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        site: Site,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        if not request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive, not {request_timeout!r}")
         self.site = site
         self.host = host
         self._httpd = _listen(_Routes(site), host, port)
+        self._httpd.request_timeout = request_timeout
         url_host = host if host.lower() == "localhost" else self._httpd.server_name
         self.url = f"http://{_host_port(url_host, self.port)}"
         self._closed = False
@@ -517,7 +649,8 @@ class WikiServer:
         return self._closed
 
     def close(self) -> None:
-        """Stop serving and release the port; later calls do nothing."""
+        """Stop serving, end the connections still open and release the port; later
+        calls do nothing."""
         with self._lock:
             if self._closed:
                 return

@@ -8,6 +8,7 @@ signal), never by closing its input.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -349,6 +350,28 @@ def test_sigterm_while_serving_stops_the_server(spawn: Any) -> None:
     proc.proc.send_signal(signal.SIGTERM)
     assert proc.event()["done"] is True
     assert proc.wait() == 0
+    assert refuses(url)
+
+
+def test_stalled_connections_do_not_hold_quit(spawn: Any) -> None:
+    proc = spawn()
+    url = proc.until("serving")["vm"]["url"]
+    port = urlsplit(url).port
+    assert port is not None
+    stalled = [socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) for _ in range(3)]
+    stalled[0].sendall(b"GET / HT")  # a request line cut short
+    stalled[1].sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")  # a body short
+    get(url)  # answered past them; they were accepted before it
+    started = time.monotonic()
+    proc.send("quit")
+    assert proc.event()["done"] is True
+    assert proc.wait() == 0  # within TIMEOUT (5 s), under the server's 10 s deadline
+    assert time.monotonic() - started < TIMEOUT
+    for sock in stalled:  # closed unanswered (reset, when its bytes were never read)
+        sock.settimeout(TIMEOUT)
+        with contextlib.suppress(ConnectionResetError):
+            assert sock.recv(1024) == b""
+        sock.close()
     assert refuses(url)
 
 

@@ -13,6 +13,7 @@ import html
 import http.client
 import json
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -564,45 +565,228 @@ def test_head_sends_headers_only(server: WikiServer, path: str) -> None:
 
 
 # -- bounds ----------------------------------------------------------------------------
+#
+# Raw sockets, each with a client timeout well under the default deadline (10 s): an
+# answer that waited for the deadline would fail the test as a TimeoutError.
 
 
-def test_an_idle_connection_is_dropped(site: FakeSite, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert wikiserver.IDLE_TIMEOUT == 10.0
-    monkeypatch.setattr(wikiserver._Handler, "timeout", 0.2)
-    with WikiServer(site, port=0) as running:
-        sock = socket.create_connection(("127.0.0.1", running.port), timeout=5)
+def connect(server: WikiServer, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a reset ends it too)."""
+    chunks: list[bytes] = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    sock.close()
+    return b"".join(chunks)
+
+
+def exchange(server: WikiServer, data: bytes) -> tuple[int, bytes]:
+    """Send ``data`` raw; the answer's status and body (the connection then closes)."""
+    sock = connect(server)
+    sock.sendall(data)
+    raw = read_all(sock)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 "), raw[:80]
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_the_bounds_defaults() -> None:
+    assert wikiserver.REQUEST_TIMEOUT == 10.0
+    assert WikiServer.__init__.__kwdefaults__ == {"request_timeout": 10.0}
+    assert wikiserver.LISTEN_BACKLOG == 128
+    assert wikiserver.MAX_CONNECTIONS == 64
+    assert wikiserver.MAX_BODY == 8192
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0])
+def test_a_request_timeout_must_be_positive(site: FakeSite, timeout: float) -> None:
+    with pytest.raises(ValueError, match="request_timeout must be positive"):
+        WikiServer(site, port=0, request_timeout=timeout)
+
+
+def test_two_hundred_gets_at_once_all_succeed(server: WikiServer) -> None:
+    assert server._httpd.request_queue_size == wikiserver.LISTEN_BACKLOG
+    count = 200
+    barrier = threading.Barrier(count)
+    statuses: list[int] = []
+    errors: list[BaseException] = []
+
+    def fetch() -> None:
+        barrier.wait()
+        try:  # a generous client timeout: the old backlog of 5 lost some to 30 s
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+            try:
+                conn.request("GET", "/")
+                resp = conn.getresponse()
+                resp.read()
+                statuses.append(resp.status)
+            finally:
+                conn.close()
+        except BaseException as err:  # reported below, not lost in a thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=fetch) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert statuses == [200] * count
+
+
+def test_a_silent_connection_is_dropped_at_the_deadline(site: FakeSite) -> None:
+    with WikiServer(site, port=0, request_timeout=0.2) as running:
+        sock = connect(running)
         sock.sendall(b"GET / HT")  # and nothing more
-        started = time.monotonic()
-        assert sock.recv(1024) == b""
-        assert time.monotonic() - started < 3
-        sock.close()
+        assert read_all(sock) == b""  # closed unanswered
         assert get(running, "/").status == 200
 
 
-def test_connections_beyond_the_limit_are_closed(
+def test_a_trickled_request_is_dropped_at_the_deadline(site: FakeSite) -> None:
+    """Slowloris: a header byte every 20 ms is never idle for long, and still ends."""
+    with WikiServer(site, port=0, request_timeout=0.5) as running:
+        sock = connect(running)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        started = time.monotonic()
+        sent = 0
+        ended = False
+        while not ended and time.monotonic() - started < 5:
+            if select.select([sock], [], [], 0.02)[0]:
+                assert read_all(sock) == b""  # closed unanswered
+                ended = True
+                continue
+            try:
+                sock.sendall(b"a")
+                sent += 1
+            except (BrokenPipeError, ConnectionResetError):
+                ended = True
+        elapsed = time.monotonic() - started
+        sock.close()
+        assert ended, f"still open after {sent} bytes trickled over {elapsed:.1f} s"
+        assert elapsed > 0.3  # it was the deadline, not the request
+        assert get(running, "/").status == 200  # and its slot is free again
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "PUT"])
+@pytest.mark.parametrize("length", ["60000", "8193", "9" * 40])
+def test_a_body_over_the_limit_is_413_at_once(server: WikiServer, method: str, length: str) -> None:
+    # Three bytes of the body sent, the rest never: answered without waiting for it.
+    request = f"{method} / HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\nabc"
+    status, body = exchange(server, request.encode())
+    assert status == 413
+    assert b"<h1>Content too large</h1>" in body
+    assert get(server, "/").status == 200
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_a_body_that_never_comes_is_closed_at_the_deadline(site: FakeSite, method: str) -> None:
+    with WikiServer(site, port=0, request_timeout=0.3) as running:
+        sock = connect(running)
+        sock.sendall(f"{method} / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc".encode())
+        assert read_all(sock) == b""  # within the client's 5 s, not held
+        assert get(running, "/").status == 200
+
+
+def test_a_small_body_is_read_and_dropped(server: WikiServer) -> None:
+    body = b"x" * wikiserver.MAX_BODY
+    head = f"Host: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    status, page = exchange(server, b"GET / HTTP/1.1\r\n" + head + body)
+    assert status == 200
+    assert page == get(server, "/").body
+    status, _ = exchange(server, b"POST /api/wiki HTTP/1.1\r\n" + head + body)
+    assert status == 405
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Content-Length: abc",
+        "Content-Length: -1",
+        "Content-Length: +3",
+        "Content-Length: 1.5",
+        "Content-Length: 0x10",
+        "Content-Length: ",
+        "Content-Length: \u0663",
+        "Content-Length: 3, 4",
+        "Content-Length: 3\r\nContent-Length: 4",
+    ],
+)
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_content_length_that_is_not_one_number_is_400(
+    server: WikiServer, header: str, method: str
+) -> None:
+    request = f"{method} / HTTP/1.1\r\nHost: x\r\n{header}\r\n\r\nabc"
+    status, body = exchange(server, request.encode("utf-8"))
+    assert status == 400
+    assert b"Content-Length is not a length." in body
+
+
+def test_a_head_with_a_bad_length_is_400_without_a_body(server: WikiServer) -> None:
+    status, body = exchange(server, b"HEAD / HTTP/1.1\r\nContent-Length: x\r\n\r\n")
+    assert status == 400
+    assert body == b""
+
+
+@pytest.mark.parametrize(
+    "header", ["Content-Length: 3, 3", "Content-Length: 3\r\nContent-Length: 003"]
+)
+def test_repeated_lengths_that_agree_are_one(server: WikiServer, header: str) -> None:
+    status, _ = exchange(server, f"GET / HTTP/1.1\r\n{header}\r\n\r\nabc".encode())
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "header", "expected"),
+    [
+        ("POST", "Expect: 100-continue\r\nContent-Length: 100", 405),
+        ("GET", "Expect: 100-continue\r\nContent-Length: 100", 200),
+        ("POST", "Transfer-Encoding: chunked", 405),
+        ("GET", "Transfer-Encoding: chunked\r\nContent-Length: 100", 200),
+    ],
+)
+def test_a_body_not_sent_unasked_is_not_waited_for(
+    server: WikiServer, method: str, header: str, expected: int
+) -> None:
+    request = f"{method} / HTTP/1.1\r\nHost: x\r\n{header}\r\n\r\n"
+    status, _ = exchange(server, request.encode())
+    assert status == expected
+
+
+def test_a_client_that_does_not_read_the_answer_is_dropped(site: FakeSite) -> None:
+    site.document = b"x" * (16 << 20)  # more than the socket buffers hold
+    with WikiServer(site, port=0, request_timeout=0.2) as running:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        sock.connect(("127.0.0.1", running.port))
+        sock.sendall(b"GET /api/wiki HTTP/1.0\r\n\r\n")
+        time.sleep(0.6)  # reading nothing, past the write's bound
+        received = read_all(sock)
+        assert received.startswith(b"HTTP/1.0 200 ")
+        assert len(received) < len(site.document)
+        assert get(running, "/").status == 200
+
+
+def test_connections_beyond_the_limit_wait_for_a_slot(
     site: FakeSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert wikiserver.MAX_CONNECTIONS == 64
     monkeypatch.setattr(wikiserver, "MAX_CONNECTIONS", 2)
-    with WikiServer(site, port=0) as running:
-        idle = [socket.create_connection(("127.0.0.1", running.port), timeout=5) for _ in range(2)]
-        # Accepted in order: these two hold the slots, the next one finds none.
-        extra = socket.create_connection(("127.0.0.1", running.port), timeout=5)
-        extra.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        with contextlib.suppress(ConnectionResetError):  # closed, maybe with a reset
-            assert extra.recv(1024) == b""
-        extra.close()
-        for sock in idle:
-            sock.close()
-        # Their handlers see the end and give their slots back: then a request passes.
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                assert get(running, "/").status == 200
-                break
-            except (ConnectionError, http.client.HTTPException):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+    with WikiServer(site, port=0, request_timeout=0.3) as running:
+        silent = [connect(running) for _ in range(2)]
+        # Accepted in order: these two hold the slots; the next ones wait (in the
+        # accept loop, then in the backlog) until the deadline frees a slot.
+        waiting = [connect(running) for _ in range(3)]
+        for sock in waiting:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        for sock in waiting:
+            raw = read_all(sock)
+            assert raw.startswith(b"HTTP/1.0 200 "), raw[:80]
+        for sock in silent:
+            assert read_all(sock) == b""
 
 
 def test_requests_at_once_each_get_their_page() -> None:
@@ -642,6 +826,32 @@ def test_close_refuses_connections_and_is_idempotent(site: FakeSite) -> None:
     assert running.closed
     running.close()
     assert refused(running.port)
+
+
+def test_stalled_connections_do_not_hold_close(
+    site: FakeSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wikiserver, "MAX_CONNECTIONS", 2)
+    running = WikiServer(site, port=0)  # the default deadline, 10 s
+    try:
+        stalled = [connect(running) for _ in range(4)]
+        for sock in stalled:
+            sock.sendall(b"GET / HT")
+        # Two handlers wait on their clients, the accept loop waits for a slot with the
+        # third, the fourth is in the backlog.
+        deadline = time.monotonic() + 5
+        while len(running._httpd._open) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        closer = threading.Thread(target=running.close)
+        closer.start()
+        closer.join(3)
+        assert not closer.is_alive(), "close() waited for stalled connections"
+        assert refused(running.port)
+        for sock in stalled:  # each ended by the close, long before its deadline
+            assert read_all(sock) == b""
+    finally:
+        running.close()
 
 
 def test_two_servers_listen_apart_and_serve_their_own_site(site: FakeSite) -> None:
