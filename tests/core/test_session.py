@@ -902,3 +902,143 @@ def test_step_with_nothing_pending_does_nothing() -> None:
     assert session.next_timer() is None
     assert session.step() == []
     assert session.now == 0.0
+
+
+# -- properties (Hypothesis): no input kills a session ----------------------------------
+#
+# Any mix of lines (valid commands, valid-looking commands with wrong params, arbitrary
+# JSON, bytes that are not JSON, the shapes a fault campaign found: deep nesting, huge
+# integers, escaped surrogates, odd whitespace) and of time passing, for every driver
+# and built-in scenario. Effects are carried out as a runner does (a real browse
+# server), so every state a line can reach is reached.
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from simulator.core.envelope import JSON_WHITESPACE  # noqa: E402
+from simulator.hosts.effects import EffectHost  # noqa: E402
+from simulator.launch import build_session  # noqa: E402
+from simulator.scenario import builtin_names  # noqa: E402
+from simulator.tools.client import ReferenceClient  # noqa: E402
+
+COMMANDS = ("browse", "generate", "config", "login", "update", "version")
+KEY_ORDER = ["vm", "waiting_for", "done", "error"]
+PARAM_KEYS = ("wiki_id", "current", "action", "task_id", "fields", "region", "model")
+TYPES = sorted({kind for name in COMMANDS for kind in load_chart(name).commands} | {"quit"})
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+params = st.one_of(
+    st.dictionaries(st.sampled_from(PARAM_KEYS), json_values, max_size=3),
+    st.fixed_dictionaries(
+        {
+            "fields": st.dictionaries(
+                st.sampled_from(["language", "max_retries", "llm_api_key", "x", ""]),
+                json_values,
+                max_size=3,
+            )
+        }
+    ),
+    json_values,
+)
+commands = st.builds(
+    lambda kind, p, extra: json.dumps({"type": kind, "params": p, **extra}).encode(),
+    st.sampled_from(TYPES) | json_values,
+    params,
+    st.dictionaries(st.text(max_size=5), json_values, max_size=2),
+)
+oddities = st.sampled_from(
+    [
+        b'{"type":"quit","params":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        b'{"type":"save","params":{"x":' + b"{" * 3000 + b"}" * 3000 + b"}}",
+        b'{"type":"update_fields","params":{"fields":{"max_retries":"' + b"1" * 4301 + b'"}}}',
+        b'{"type":"retry","params":{"task_id":' + b"9" * 5000 + b"}}",
+        b'{"type":"quit","x":"\\ud800"}',
+        b'{"type":"\\udfff"}',
+        b"\x0b",
+        b"\x0c\r",
+        b" \t\r",
+        b"\xff\xfe",
+        b"{}",
+        b"null",
+        b'{"type":null}',
+        b'{"type":"quit","params":5}',
+    ]
+)
+lines = st.one_of(commands, oddities, st.binary(max_size=40), st.text(max_size=30).map(str.encode))
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("line"), lines),
+        st.tuples(st.just("client"), st.none()),
+        st.tuples(st.just("wait"), st.floats(min_value=0, max_value=120)),
+    ),
+    max_size=25,
+)
+
+
+def check_event(line: bytes) -> dict[str, Any]:
+    assert line.endswith(b"\n") and line.count(b"\n") == 1, line[-80:]
+    event = json.loads(line)
+    assert list(event) == KEY_ORDER
+    assert isinstance(event["waiting_for"], list) and isinstance(event["error"], str)
+    return event
+
+
+@given(
+    command=st.sampled_from(COMMANDS),
+    scenario=st.sampled_from(builtin_names()),
+    seed=st.integers(0, 3),
+    script=steps,
+)
+def test_no_line_and_no_wait_kills_a_session(
+    command: str, scenario: str, seed: int, script: list[tuple[str, Any]]
+) -> None:
+    session = build_session(
+        command, ("-y",) if command == "generate" else (), scenario=scenario, seed=seed
+    )
+    host, client = EffectHost(), ReferenceClient()
+    try:
+
+        def take(outcome: Outcome) -> list[bytes]:
+            for effect, result in host.perform_all(0, outcome.effects):
+                outcome.extend(take(session.resolve(effect, result)))
+            return list(outcome)
+
+        last = take(session.start())[-1]
+        for kind, value in script:
+            if kind == "wait":
+                out = take(session.advance(session.now + value))
+                for line in out:
+                    check_event(line)
+                last = out[-1] if out else last
+                continue
+            line = value if kind == "line" else client.answer(json.loads(last))
+            if line is None:
+                continue
+            line = line.rstrip(b"\n")
+            before, state, done = last, session.state, session.done
+            out = take(session.feed(line))
+            if done or not line.strip(JSON_WHITESPACE):
+                assert out == []
+                continue
+            assert len(out) == 1, (line[:80], out)
+            event = check_event(out[0])
+            if event["error"]:
+                assert vm_and_waiting_for(out[0]) == vm_and_waiting_for(before)
+                assert event["done"] is False and session.state == state
+            last = out[0]
+    finally:
+        host.close()
+
+
+def vm_and_waiting_for(line: bytes) -> bytes:
+    return line[: line.index(b',"done":')]

@@ -388,3 +388,57 @@ def test_at_speed_above_0_a_line_comes_after_every_timer_due_before_it() -> None
     runner.received(b'{"type":"download"}\n')
     assert keeper.events[-1]["error"] == ""
     assert keeper.events[-1]["vm"]["state"] == "downloading"
+
+
+# -- properties (Hypothesis): a stream cut anywhere ---------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+STREAM_PIECES = st.sampled_from(
+    [
+        b'{"type":"select_action","params":{"action":"generate"}}\n',
+        b'{"type":"update_fields","params":{"fields":{"language":"fr"}}}\n',
+        b'{"type":"download"}\r\n',
+        b'{"type":"quit","params":[1]}\n',
+        b"[" * 3000 + b"\n",
+        b"\x0b\n",
+        b"\n",
+        b"   \r\n",
+        b'{"type":"retry","params":{"task_id":1e400}}\n',
+        b"\xc3",
+        b"\xa9\n",
+    ]
+)
+
+
+@given(
+    # browse is left out: each session's server has a port of its own, so its events differ
+    command=st.sampled_from(["generate", "config", "update", "login"]),
+    pieces=st.lists(STREAM_PIECES | st.binary(max_size=20), max_size=12),
+    cuts=st.lists(st.integers(1, 64), min_size=1, max_size=8),
+    speed=st.sampled_from([0.0, 1.0]),
+)
+def test_a_stream_cut_anywhere_gives_the_events_of_the_whole_lines(
+    command: str, pieces: list[bytes], cuts: list[int], speed: float
+) -> None:
+    stream = b"".join(pieces)
+    whole, whole_keeper, _ = live(command, speed=speed)
+    cut, cut_keeper, _ = live(command, speed=speed)
+    try:
+        for runner in (whole, cut):
+            runner.start()
+        whole.received(stream)
+        at, i = 0, 0
+        while at < len(stream):
+            size = cuts[i % len(cuts)]
+            cut.received(stream[at : at + size])
+            at, i = at + size, i + 1
+        for runner in (whole, cut):
+            runner.received(b"")
+        assert b"".join(cut_keeper.writes) == b"".join(whole_keeper.writes)
+        for line in b"".join(whole_keeper.writes).splitlines():
+            assert list(json.loads(line)) == ["vm", "waiting_for", "done", "error"]
+    finally:
+        whole.close()
+        cut.close()
