@@ -8,14 +8,20 @@ Owns: the generate vm and its flow.
   draft and starts over (the gate says ``empty``), as zread 0.2.13 does. Resuming a
   draft whose id is already a version's ends in ``error``.
 - The catalog: a simulated agent calls tools (``tool_name`` changes at each
-  ``catalog_step``); a failed attempt counts in ``auto_retry`` and starts again until
-  ``max_retries`` automatic retries are spent, then ``status`` is ``error`` and the
-  ``retry_catalog`` gate opens.
+  ``catalog_step``); a failed attempt starts again, counted in ``auto_retry`` (the
+  automatic retries, as ``retry_count`` counts a page's), until ``max_retries``
+  automatic retries are spent, then ``status`` is ``error`` and the ``retry_catalog``
+  gate opens.
 - The pages, ids 1..N in catalog order: at most ``max_concurrent`` running; a failed
   attempt with retries left waits in ``retry_pending`` for a ``page_retry`` backoff; with
   none left it is ``failed``. When nothing is pending or running, any failure opens the
-  retry gate (``retry`` by task_id, ``skip_all``; ``--skip-failed`` answers skip_all),
-  else the run is ``done``.
+  retry gate (``retry`` by task_id, ``skip_all``), else the run is ``done``. With
+  ``--skip-failed`` the driver answers the gate itself: the page event that would open
+  it ends the run instead (no event offers ``retry`` or ``skip_all``).
+- The final event shows nothing still at work: a ``cancel`` sets the running and
+  retry_pending pages back to ``pending`` (not written; a resume runs them) and a
+  catalog being made back to ``idle``; a broken repository ends with the catalog in
+  ``error``. ``quit`` alone shows the vm as it stood (the session's rule).
 
 ``max_concurrent`` and ``max_retries`` come from the world's config, the values
 ``zread config`` shows. Without a logged-in account the first event is the terminal
@@ -310,11 +316,12 @@ class GenerateModel(Driver):
             self._make_tasks(resumed=0)
             self.rt.effect(CatalogReady(self.pages, self.language))
             return
-        catalog.auto_retry += 1
         catalog.error = failure.error or "catalog: the model returned an invalid catalog"
         self.catalog_round_failures += 1
         if self.catalog_round_failures > self.max_retries:
             catalog.status = "error"
+        else:
+            catalog.auto_retry += 1  # the automatic retry that starts now
 
     def catalog_failed(self, _: Any) -> bool:
         return self.vm.catalog.status == "error"
@@ -384,13 +391,15 @@ class GenerateModel(Driver):
     def gate_needed(self, _: Any) -> bool:
         return self.unsettled == 0 and self.failed > 0
 
+    def skips_failed(self, _: Any) -> bool:
+        """``--skip-failed``: the driver answers the retry gate with skip_all itself."""
+        return self.rt.flags.skip_failed
+
     def all_done(self, _: Any) -> bool:
         return self.unsettled == 0
 
     def open_gate(self, _: Any) -> None:
         self.vm.pages.waiting_retry = True
-        if self.rt.flags.skip_failed:
-            self.rt.schedule("_skip_failed", 0.0)
 
     def check_retry(self, params: RetryParams) -> None:
         tasks = self.vm.pages.tasks
@@ -411,11 +420,26 @@ class GenerateModel(Driver):
         return bool(self.repository_error)
 
     def show_repository_error(self, _: Any) -> None:
+        """The repository cannot be read: the catalog fails with the run."""
         self.vm.error = self.repository_error
+        catalog = self.vm.catalog
+        catalog.status, catalog.tool_name, catalog.error = "error", "", self.repository_error
 
     def finish(self, _: Any) -> None:
-        self.vm.pages.waiting_retry = False
-        self.vm.done_total = self.vm.pages.done
+        """The run is over (its last event): nothing is left at work in the vm. A page
+        that was running or waiting for its retry is ``pending`` again (it was not
+        written; a resume runs it), a catalog being made is ``idle`` (not made)."""
+        pages = self.vm.pages
+        pages.waiting_retry = False
+        self.vm.done_total = pages.done
+        catalog = self.vm.catalog
+        if catalog.status == "running":
+            catalog.status, catalog.tool_name = "idle", ""
+        if self.unsettled:
+            for task in pages.tasks:
+                if task.state in ("running", "retry_pending"):
+                    pages.tasks.edit(task.id).state = "pending"
+            self.running = 0
 
     def record_wiki(self, _: Any) -> None:
         """The pages ran to the end (or the rest were skipped): a new wiki version."""
@@ -442,6 +466,14 @@ _PAGE_END = [
         "dest": None,
         "prepare": "finish_page",
         "unless": "all_done",
+    },
+    {
+        "trigger": "_page_done",
+        "source": "pages",
+        "dest": "done",
+        "prepare": "finish_page",
+        "conditions": ["gate_needed", "skips_failed"],
+        "before": "record_wiki",
     },
     {
         "trigger": "_page_done",
@@ -586,12 +618,6 @@ CHART = {
             "before": "retry_page",
         },
         {"trigger": "skip_all", "source": "retry_gate", "dest": "done", "before": "record_wiki"},
-        {
-            "trigger": "_skip_failed",
-            "source": "retry_gate",
-            "dest": "done",
-            "before": "record_wiki",
-        },
     ],
     "commands": {
         "select_action": {"params": "ActionParams", "check": "check_action"},

@@ -2,7 +2,8 @@
 
 Owns: the login vm and its flow: select_region, init_flow, open_browser, waiting,
 select_model, saving, then done or error. ``--custom`` and the ``__use_own_key__``
-region end at once with ``wants_llm_provider_editor:true``. The simulated user
+region end at once with ``wants_llm_provider_editor:true`` (and the ``username`` of
+whoever is already logged in: empty when nobody is). The simulated user
 approves in the browser after the ``authorize`` delay unless a scenario's
 ``authorization`` failure withholds it (``timeout = true``: auth_timeout runs out) or
 denies it (its ``error``). With ``[world.login] approver = "control"`` and a control
@@ -157,10 +158,15 @@ class LoginModel(Driver):
             self.step_error = failure.error or "save credentials: permission denied"
 
     def finish(self, _: Any) -> None:
-        username = self.rt.scenario.world.account.username
-        self.vm.username = username
+        """``username`` names who is logged in: the account the flow just logged in, or,
+        when the user brings their own key (no flow), the account already logged in,
+        if any; with nobody it is empty (present, as in every done event)."""
+        account = self.rt.scenario.world.account
         if self.region:
-            self.rt.effect(SaveLogin(username, self.region, self.vm.selected_model))
+            self.vm.username = account.username
+            self.rt.effect(SaveLogin(account.username, self.region, self.vm.selected_model))
+        else:
+            self.vm.username = account.username if account.logged_in else ""
 
     def clear_flow(self, _: Any) -> None:
         self.vm.authorize_url = msgspec.UNSET

@@ -1,14 +1,17 @@
 """``zread update --stdio``: check, offer, download with progress, confirm the restart.
 
-Owns: the update vm and its flow: checking, then up_to_date, package_manager,
-has_update or error; downloading in ``download_steps`` progress events whose bytes and
-percent never decrease and end at 100 (or break at a scenario's ``at_percent``), the
-last ``downloading`` event showing 100; confirm_restart; done. The simulator never
-replaces a binary.
+Owns: the update vm and its flow: checking, then error, or up_to_date when nothing
+newer is released (whatever installed zread), or package_manager when a newer version
+exists and a package manager installed zread (showing ``latest_version``, the version
+to upgrade to), else has_update; downloading in ``download_steps`` progress events
+whose bytes and percent never decrease and end at 100 (or break at a scenario's
+``at_percent``), the last ``downloading`` event showing 100; confirm_restart; done.
+The simulator never replaces a binary.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -17,7 +20,34 @@ from simulator.core.driver import Driver
 from simulator.core.envelope import go_float
 from statecharts.version import go_arch, go_os
 
-__all__ = ["UpdateModel", "UpdateVM"]
+__all__ = ["UpdateModel", "UpdateVM", "is_newer"]
+
+_SEMVER = re.compile(r"v?(\d+(?:\.\d+)*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
+
+
+def _version_key(version: str) -> tuple[Any, ...] | None:
+    """A sort key for a release version (semver's order: ``1.0.0-rc.1`` < ``1.0.0``, a
+    numeric part by its value), or None when ``version`` is not one."""
+    match = _SEMVER.fullmatch(version.strip())
+    if match is None:
+        return None
+    core = tuple(int(part) for part in match.group(1).split("."))
+    core += (0,) * (3 - len(core))
+    pre = match.group(2)
+    if pre is None:
+        return (core, 1, ())
+    parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+    return (core, 0, parts)
+
+
+def is_newer(latest: str, current: str) -> bool:
+    """True when release ``latest`` is newer than the installed ``current`` (semver
+    order, a leading ``v`` ignored). When either does not parse as semver, any
+    difference counts as newer."""
+    new, old = _version_key(latest), _version_key(current)
+    if new is None or old is None:
+        return latest.strip().removeprefix("v") != current.strip().removeprefix("v")
+    return new > old
 
 
 class UpdateVM(msgspec.Struct):
@@ -57,11 +87,15 @@ class UpdateModel(Driver):
         return bool(self.rt.scenario.world.release.package_manager)
 
     def is_latest(self, _: Any) -> bool:
+        """Nothing newer is released: up to date, whoever installed zread."""
         release = self.rt.scenario.world.release
-        return release.latest_version == release.current_version
+        return not is_newer(release.latest_version, release.current_version)
 
     def show_package_manager(self, _: Any) -> None:
-        self.vm.package_manager = self.rt.scenario.world.release.package_manager
+        """A newer version exists; the package manager that installed zread upgrades it."""
+        release = self.rt.scenario.world.release
+        self.vm.latest_version = release.latest_version
+        self.vm.package_manager = release.package_manager
 
     def offer_update(self, _: Any) -> None:
         release = self.rt.scenario.world.release
@@ -130,17 +164,17 @@ CHART = {
         {
             "trigger": "_checked",
             "source": "checking",
-            "dest": "package_manager",
+            "dest": "up_to_date",
             "prepare": "check_release",
-            "conditions": "managed",
-            "before": "show_package_manager",
+            "conditions": "is_latest",
         },
         {
             "trigger": "_checked",
             "source": "checking",
-            "dest": "up_to_date",
+            "dest": "package_manager",
             "prepare": "check_release",
-            "conditions": "is_latest",
+            "conditions": "managed",
+            "before": "show_package_manager",
         },
         {
             "trigger": "_checked",

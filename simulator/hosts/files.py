@@ -143,11 +143,9 @@ class FileStore:
         login_file = zf.login_path(self.home)
         login = self._read(login_file, zf.decode_login) if login_file.exists() else None
         has_key = bool(doc is not None and zf.config_values(doc).get("llm_api_key"))
-        account = Account(
-            username=(login.username if login is not None and login.username else "")
-            or world.account.username,
-            logged_in=login is not None or has_key,
-        )
+        # Logged in by an API key alone is nobody's account: no username to show.
+        username = "" if login is None else login.username or world.account.username
+        account = Account(username=username, logged_in=login is not None or has_key)
         return msgspec.structs.replace(world, config=config, account=account)
 
     def _settings(self, base: Settings, values: dict[str, str], where: Path) -> Settings:

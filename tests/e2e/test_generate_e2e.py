@@ -280,7 +280,7 @@ def test_catalog_error_with_retry_catalog() -> None:
     with Generate("-y", scenario="catalog-error") as proc:
         gate = proc.until(lambda e: e["vm"]["catalog"]["status"] == "error")
         assert gate["waiting_for"] == CATALOG_GATE
-        assert gate["vm"]["catalog"]["auto_retry"] == 3
+        assert gate["vm"]["catalog"]["auto_retry"] == 2  # the retries, not the attempts
         assert gate["vm"]["catalog"]["error"] == "catalog: the model returned no JSON"
         proc.send("retry_catalog")
         answer = proc.read()
@@ -297,6 +297,11 @@ def test_skip_failed_ends_by_itself() -> None:
         final = proc.until_done()
         assert final["vm"]["state"] == "done"
         assert final["vm"]["done_total"] == PAGES - 2
+        # The driver skips by itself: no event offers a gate nobody would take.
+        for event in proc.events:
+            assert not {"retry", "skip_all"} & set(event["waiting_for"]), event
+            assert event["vm"]["pages"]["waiting_retry"] is False, event
+        assert [t["state"] for t in final["vm"]["pages"]["tasks"]].count("failed") == 2
         check_run(proc)
         proc.ends_cleanly()
 

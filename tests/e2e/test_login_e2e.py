@@ -207,6 +207,22 @@ def test_use_own_key_region_ends_for_the_llm_editor() -> None:
         p.finish()
 
 
+@pytest.mark.parametrize("how", ["--custom", "__use_own_key__"])
+def test_own_key_with_nobody_logged_in_names_no_user(how: str) -> None:
+    # A ~/.zread with neither login.json nor an API key: nobody is logged in.
+    (Path.home() / ".zread").mkdir()
+    with Proc("login", *([how] if how == "--custom" else []), files=True) as p:
+        event = p.read_event()
+        if how != "--custom":
+            p.send({"type": "select_region", "params": {"region": how}})
+            event = p.read_event()
+        assert event["done"] is True
+        vm = check_vm(event)
+        assert vm["wants_llm_provider_editor"] is True
+        assert vm["username"] == ""
+        p.finish()
+
+
 def test_scenario_regions_restrict_the_keys(tmp_path: Path) -> None:
     scenario = write_scenario(
         tmp_path,

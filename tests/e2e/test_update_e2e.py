@@ -28,7 +28,8 @@ WAITING_FOR = {
     "downloading": [],
     "confirm_restart": ["restart", "skip_restart", "quit"],
 }
-OFFERED = {"has_update", "downloading", "confirm_restart", "done"}
+OFFERED = {"has_update", "package_manager", "downloading", "confirm_restart", "done"}
+"""The states that show latest_version: a newer version was found."""
 DOWNLOAD = {"type": "download"}
 
 
@@ -165,6 +166,22 @@ def test_package_manager_scenario_names_brew() -> None:
         vm = check_vm(done)
         assert vm["state"] == "package_manager"
         assert vm["package_manager"] == "brew"
+        assert vm["latest_version"] == "0.2.14"  # what brew would upgrade to
+        assert done["done"] is True and done["waiting_for"] == []
+        p.finish()
+
+
+def test_a_brew_install_with_nothing_newer_is_up_to_date(tmp_path: Path) -> None:
+    scenario = write_scenario(
+        tmp_path,
+        "brew-latest",
+        'extends = "up-to-date"\n[world.release]\npackage_manager = "brew"\n',
+    )
+    with Proc("update", scenario=scenario) as p:
+        p.read_event()
+        done = p.read_event()
+        vm = check_vm(done)
+        assert vm["state"] == "up_to_date"
         assert done["done"] is True and done["waiting_for"] == []
         p.finish()
 

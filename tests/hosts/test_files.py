@@ -97,6 +97,14 @@ def test_config_yaml_is_the_config_and_an_api_key_is_a_login(home: Path, project
     assert world.config.language == "zh" and world.config.llm_model == "glm-5"
     assert world.config.max_concurrent == 1 and world.config.max_retries == 0
     assert world.account.logged_in is True
+    assert world.account.username == ""  # a key of one's own is nobody's account
+
+
+def test_login_json_names_the_account(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "login.json").write_bytes(zf.encode_login("mona", "cn", "glm-4.6"))
+    world = store(home, project).world(load_scenario("default").world)
+    assert world.account.logged_in is True and world.account.username == "mona"
 
 
 def test_a_zread_dir_without_login_or_key_is_logged_out(home: Path, project: Path) -> None:

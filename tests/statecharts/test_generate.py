@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -585,15 +585,18 @@ def test_catalog_error_retries_automatically_then_opens_the_gate() -> None:
     assert vm["state"] == "running"
     assert vm["catalog"]["status"] == "error"
     assert vm["catalog"]["error"] == CATALOG_ERROR
-    # The first attempt and its max_retries automatic retries failed: 3 failed attempts.
-    assert vm["catalog"]["auto_retry"] == MAX_RETRIES + 1
+    # The first attempt and its max_retries automatic retries failed: auto_retry counts
+    # the retries (2), as retry_count does for a page, not the failed attempts (3).
+    assert vm["catalog"]["auto_retry"] == MAX_RETRIES
     assert vm["pages"]["tasks"] == []
     assert run.session.next_deadline() is None
     counts = [e["vm"]["catalog"]["auto_retry"] for e in run.events]
-    assert compress(counts) == [0, 1, 2, 3]
-    # Each failed attempt restarted the agent: tools ran again after every failure.
+    assert compress(counts) == [0, 1, 2]
+    # Each failed attempt but the last restarted the agent: tools ran again after it.
     for count in (1, 2):
-        after = [e for e in run.events if e["vm"]["catalog"]["auto_retry"] == count]
+        after = [
+            e for e in run.events if e["vm"]["catalog"]["auto_retry"] == count and e is not gate
+        ]
         assert all(e["vm"]["catalog"]["status"] == "running" for e in after)
         assert all(e["waiting_for"] == RUNNING for e in after)
         assert len({e["vm"]["catalog"]["tool_name"] for e in after} - {""}) >= 3
@@ -614,14 +617,16 @@ def test_retry_catalog_then_succeeds_and_pages_run() -> None:
     run = Run("catalog-error", yes=True)
     run.settle()
     event = run.send("retry_catalog")
+    start = len(run.events) - 1  # by position: an earlier event may show the same vm
     assert event["waiting_for"] == RUNNING
     assert event["vm"]["catalog"]["status"] == "running"
     assert event["vm"]["state"] == "running"
     final = run.finish(lambda e: pytest.fail(f"no other gate expected: {e}"))
-    after = run.events[run.events.index(event) :]
+    after = run.events[start:]
     assert compress([e["vm"]["catalog"]["status"] for e in after]) == ["running", "done"]
     assert any(e["vm"]["catalog"]["tool_name"] for e in after)
-    assert all(e["vm"]["catalog"]["auto_retry"] >= MAX_RETRIES + 1 for e in after)
+    # The retry asked for is not an automatic one; the attempt it started succeeded.
+    assert all(e["vm"]["catalog"]["auto_retry"] == MAX_RETRIES for e in after)
     assert final["vm"]["state"] == "done"
     assert final["vm"]["done_total"] == PAGES
     assert final["vm"]["catalog"]["status"] == "done"
@@ -643,10 +648,30 @@ def test_catalog_automatic_retries_follow_max_retries(tmp_path: Path) -> None:
     run = Run(scenario, yes=True)
     gate = run.settle()
     assert gate["waiting_for"] == CATALOG_GATE
-    assert gate["vm"]["catalog"]["auto_retry"] == 1
+    assert gate["vm"]["catalog"]["auto_retry"] == 0  # one failed attempt, no retry
+    assert all(e["vm"]["catalog"]["auto_retry"] == 0 for e in run.events)
     assert gate["vm"]["catalog"]["error"] == "catalog: boom"
     run.send("retry_catalog")
-    assert run.finish()["vm"]["done_total"] == PAGES
+    final = run.finish()
+    assert final["vm"]["done_total"] == PAGES
+    assert final["vm"]["catalog"]["auto_retry"] == 0
+
+
+def test_auto_retry_counts_the_automatic_retries_of_every_round(tmp_path: Path) -> None:
+    # max_retries 2, attempts 1-4 fail: round one is attempts 1-3 (two retries), the
+    # gate; retry_catalog starts round two: attempt 4 fails, one more automatic retry,
+    # attempt 5 succeeds. auto_retry keeps counting: 3 automatic retries in all.
+    scenario = scenario_file(
+        tmp_path, '[[failures]]\npoint = "catalog"\nfirst = 4\nerror = "catalog: boom"\n'
+    )
+    run = Run(scenario, yes=True)
+    gate = run.settle()
+    assert gate["vm"]["catalog"]["auto_retry"] == MAX_RETRIES
+    run.send("retry_catalog")
+    final = run.finish(lambda e: pytest.fail(f"no other gate expected: {e}"))
+    assert final["vm"]["catalog"]["auto_retry"] == MAX_RETRIES + 1
+    counts = compress([e["vm"]["catalog"]["auto_retry"] for e in run.events])
+    assert counts == [0, 1, 2, 3]
 
 
 def test_cancel_during_the_catalog() -> None:
@@ -659,6 +684,38 @@ def test_cancel_during_the_catalog() -> None:
     assert event["vm"]["done_total"] == 0
     assert run.session.done
     assert run.session.next_deadline() is None
+
+
+def test_cancel_during_the_catalog_leaves_it_idle() -> None:
+    """Nothing runs after a cancel: the catalog that was being made is not made (idle,
+    no tool), and its counters and last error stay as they were."""
+    run = Run("catalog-error", yes=True)
+    before = run.until(lambda e: e["vm"]["catalog"]["auto_retry"] == 1)
+    run.until(lambda e: e["vm"]["catalog"]["tool_name"] != "")
+    event = run.send("cancel")
+    assert event["vm"]["catalog"] == {
+        "status": "idle",
+        "tool_name": "",
+        "error": CATALOG_ERROR,
+        "auto_retry": before["vm"]["catalog"]["auto_retry"],
+    }
+    assert event["vm"]["pages"]["tasks"] == []
+
+
+def test_broken_repository_ends_with_the_catalog_in_error(tmp_path: Path) -> None:
+    scenario = scenario_file(
+        tmp_path, '[[failures]]\npoint = "repository"\nerror = "open repository: no .git here"\n'
+    )
+    run = Run(scenario, yes=True)
+    assert run.last["vm"]["catalog"]["status"] == "running"
+    final = run.settle()
+    assert final["vm"]["state"] == "error"
+    assert final["vm"]["catalog"] == {
+        "status": "error",
+        "tool_name": "",
+        "error": "open repository: no .git here",
+        "auto_retry": 0,
+    }
 
 
 # -- the pages ----------------------------------------------------------------------------
@@ -898,6 +955,47 @@ def test_skip_failed_ends_by_itself() -> None:
     assert states(final)[7] == "failed"
 
 
+@pytest.mark.parametrize("seed", [0, 6, 11])
+def test_skip_failed_writes_no_gate_event(seed: int) -> None:
+    """--skip-failed answers the gate inside the driver: no event offers retry or
+    skip_all (a client reacting to waiting_for would send a command nobody takes), and
+    none shows waiting_retry. The page event that would open the gate ends the run."""
+    gated = Run("failing-pages", yes=True, seed=seed)
+    gate = gated.settle()
+    assert gate["waiting_for"] == RETRY_GATE
+    skipping = Run("failing-pages", yes=True, seed=seed, skip_failed=True)
+    final = skipping.settle()
+    assert final["done"] is True
+    for event in skipping.events:
+        assert "retry" not in event["waiting_for"], event
+        assert "skip_all" not in event["waiting_for"], event
+        assert event["vm"]["pages"]["waiting_retry"] is False, event
+    # Up to the gate the runs are the same, byte for byte and in time; the gate event
+    # becomes the done event, at the same moment.
+    assert skipping.raw[:-1] == gated.raw[:-1]
+    assert skipping.times == gated.times
+    expected = {
+        **gate["vm"],
+        "state": "done",
+        "pages": {**gate["vm"]["pages"], "waiting_retry": False},
+        "done_total": PAGES - 2,
+    }
+    assert final["vm"] == expected
+    assert skipping.session.next_deadline() is None
+
+
+def test_skip_failed_needs_no_undeclared_delay() -> None:
+    """Every delay a chart uses is declared: the skip is no zero-second timer."""
+    run = Run("failing-pages", yes=True, skip_failed=True)
+    triggers: set[str] = set()
+    while not run.session.done:
+        triggers |= {t.trigger for t in run.session.pending()}
+        deadline = run.session.next_deadline()
+        assert deadline is not None, run.last
+        run._take(run.session.advance(deadline, limit=1))  # one event at a time
+    assert triggers <= {"_catalog_step", "_page_done", "_retry_due"}
+
+
 def test_skip_failed_without_failures_changes_nothing() -> None:
     plain = Run("default", yes=True, seed=4)
     plain.finish()
@@ -920,6 +1018,36 @@ def test_cancel_during_the_pages() -> None:
     assert so_far < PAGES
     assert run.session.next_deadline() is None
     assert run.feed(cmd("cancel")) == []
+
+
+@pytest.mark.parametrize("scenario", ["default", "flaky-pages", "failing-pages", "draft"])
+def test_cancel_sets_unfinished_tasks_back_to_pending(scenario: str) -> None:
+    """After a cancel nothing runs: a running page, or one waiting for its retry, is
+    ``pending`` (not written, as a resume would find it); the others keep their state,
+    and every task keeps its retry_count and error."""
+    run = Run(scenario, yes=True, seed=3)
+    before = run.until(
+        lambda e: len(running(e)) == MAX_CONCURRENT and e["vm"]["pages"]["done"] >= 2
+    )
+    if scenario in ("flaky-pages", "failing-pages"):  # a page waiting for its retry too
+        before = run.until(
+            lambda e: (
+                any(t["state"] == "retry_pending" for t in e["vm"]["pages"]["tasks"])
+                and bool(running(e))
+            )
+        )
+    event = run.send("cancel")
+    assert event["done"] is True
+    after = event["vm"]["pages"]["tasks"]
+    assert len(after) == len(before["vm"]["pages"]["tasks"])
+    for old, new in zip(before["vm"]["pages"]["tasks"], after, strict=True):
+        if old["state"] in ("running", "retry_pending"):
+            assert new == {**old, "state": "pending"}
+        else:
+            assert new == old
+    assert running(event) == []
+    assert event["vm"]["pages"]["done"] == before["vm"]["pages"]["done"]
+    assert event["vm"]["catalog"] == before["vm"]["catalog"]
 
 
 def test_cancel_during_a_resumed_draft_counts_the_resumed_pages() -> None:
@@ -1146,6 +1274,159 @@ def test_invariants_hold_up_to_a_cancel(stage: str) -> None:
     event = run.send("cancel")
     assert event["vm"]["state"] == "done"
     check_invariants(run)
+
+
+# -- no final event shows work in progress -----------------------------------------------
+#
+# A client renders the last event it reads: a task or a catalog still ``running`` there
+# is a spinner that never stops. Every way a run can end is walked here; only ``quit``
+# shows the vm as it stood (FIDELITY section 2), and that is checked as such.
+
+UNFINISHED = ("running", "retry_pending")
+
+
+def check_settled(event: Event) -> None:
+    """The final event of a run shows nothing still at work."""
+    assert event["done"] is True and event["waiting_for"] == []
+    vm = event["vm"]
+    assert vm["state"] in ("done", "error"), vm
+    assert vm["catalog"]["status"] != "running", vm["catalog"]
+    assert vm["catalog"]["tool_name"] == "", vm["catalog"]
+    assert [t for t in vm["pages"]["tasks"] if t["state"] in UNFINISHED] == []
+    assert vm["pages"]["waiting_retry"] is False
+    assert vm["done_total"] == vm["pages"]["done"]
+
+
+def drive(run: Run) -> Iterator[None]:
+    """Drive ``run`` to its end as a happy client would, pausing after every call."""
+    while not run.session.done:
+        yield
+        if run.session.next_deadline() is None:
+            run.feed(auto_answer(run.last))
+        else:
+            run.step()
+
+
+WALKS: dict[str, Callable[[], Run]] = {
+    "default": lambda: Run("default", seed=1),
+    "yes": lambda: Run("default", yes=True, seed=2),
+    "flaky-pages": lambda: Run("flaky-pages", yes=True, seed=3),
+    "failing-pages": lambda: Run("failing-pages", yes=True, seed=4),
+    "catalog-error": lambda: Run("catalog-error", yes=True, seed=5),
+    "draft-resume": lambda: Run("draft", draft_action="resume", seed=6),
+    "draft-gate": lambda: Run("draft", seed=7),
+}
+
+
+@pytest.mark.parametrize("walk", list(WALKS))
+def test_a_run_driven_to_its_end_is_settled(walk: str) -> None:
+    run = WALKS[walk]()
+    for _ in drive(run):
+        pass
+    check_settled(run.last)
+    assert run.last["vm"]["state"] == "done"
+
+
+@pytest.mark.parametrize("walk", list(WALKS))
+def test_a_cancel_at_any_moment_is_settled(walk: str) -> None:
+    """Cancel at every moment a run offers it, from the first event to the last."""
+    whole = WALKS[walk]()
+    moments = sum(1 for _ in drive(whole))
+    cancelled = 0
+    for moment in range(moments):
+        run = WALKS[walk]()
+        walker = drive(run)
+        for _ in range(moment + 1):
+            next(walker)
+        if "cancel" not in run.last["waiting_for"]:
+            continue
+        before = run.last
+        event = run.send("cancel")
+        check_settled(event)
+        assert event["vm"]["state"] == "done"
+        assert event["vm"]["pages"]["done"] == before["vm"]["pages"]["done"]
+        cancelled += 1
+    assert cancelled >= 3
+
+
+def end_at_the_retry_gate(answer: str, **flags: Any) -> Run:
+    run = Run("failing-pages", yes=True, **flags)
+    gate = run.settle()
+    assert gate["waiting_for"] == RETRY_GATE
+    if answer == "retry-then-skip":
+        run.send("retry", task_id=3)
+        run.settle()
+    run.send("skip_all")
+    return run
+
+
+def end_with_skip_failed() -> Run:
+    run = Run("failing-pages", yes=True, skip_failed=True)
+    run.settle()
+    return run
+
+
+def end_in_error(tmp_path: Path, text: str, **flags: Any) -> Run:
+    run = Run(scenario_file(tmp_path, text), **flags)
+    run.settle()
+    assert run.last["vm"]["state"] == "error"
+    return run
+
+
+def end_at_select_action(line: bytes, scenario: str = "default") -> Run:
+    run = Run(scenario)
+    run.feed(line)
+    return run
+
+
+ENDINGS: dict[str, Callable[[Path], Run]] = {
+    "skip_all": lambda _: end_at_the_retry_gate("skip"),
+    "retry-then-skip_all": lambda _: end_at_the_retry_gate("retry-then-skip"),
+    "skip-failed": lambda _: end_with_skip_failed(),
+    "not-logged-in": lambda tmp: end_in_error(
+        tmp, "[world.account]\nlogged_in = false\n", yes=True
+    ),
+    "broken-repository": lambda tmp: end_in_error(
+        tmp, '[[failures]]\npoint = "repository"\n', yes=True
+    ),
+    "draft-is-a-version": lambda tmp: end_in_error(
+        tmp,
+        'extends = "draft"\n[world.draft]\nid = "2025-01-01-000000"\n\n'
+        '[[world.wikis]]\nid = "2025-01-01-000000"\n',
+        draft_action="resume",
+    ),
+    "select-cancel": lambda _: end_at_select_action(cmd("cancel")),
+    "select-browse": lambda _: end_at_select_action(cmd("select_action", action="browse")),
+    "select-action-cancel": lambda _: end_at_select_action(
+        cmd("select_action", action="cancel"), "draft"
+    ),
+    "draft-cancel": lambda _: Run("draft", draft_action="cancel"),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_every_other_ending_is_settled(ending: str, tmp_path: Path) -> None:
+    run = ENDINGS[ending](tmp_path)
+    assert run.session.done, run.last
+    check_settled(run.last)
+
+
+@pytest.mark.parametrize("walk", list(WALKS))
+def test_a_quit_shows_the_vm_as_it_stood(walk: str) -> None:
+    """The exception, by FIDELITY section 2: quit's final event repeats the vm of the
+    event before it, byte for byte, running tasks included (a client that quits knows
+    why the work stopped)."""
+    whole = WALKS[walk]()
+    moments = sum(1 for _ in drive(whole))
+    for moment in range(0, moments, 3):
+        run = WALKS[walk]()
+        walker = drive(run)
+        for _ in range(moment + 1):
+            next(walker)
+        previous = run.raw[-1]
+        event = run.send("quit")
+        assert event["done"] is True and event["waiting_for"] == []
+        assert vm_raw(run.raw[-1]) == vm_raw(previous)
 
 
 # -- determinism --------------------------------------------------------------------------

@@ -266,6 +266,39 @@ def test_custom_flag_ends_at_once_for_the_llm_editor(run: Starter) -> None:
     assert sim.violations[-1].after_done is True
 
 
+NOBODY = "[world.account]\nlogged_in = false\n"
+
+
+@pytest.mark.parametrize("how", ["--custom", "__use_own_key__"])
+def test_own_key_with_nobody_logged_in_shows_no_username(
+    run: Starter, tmp_path: Path, how: str
+) -> None:
+    """Bringing one's own key logs nobody in: the done event names no user. username is
+    present (it is documented for the done state) and empty, Go's zero value."""
+    sim = run(*([how] if how == "--custom" else []), scenario=scenario_file(tmp_path, NOBODY))
+    if how != "--custom":
+        sim.send("select_region", region=how)
+    assert sim.last == event("done", username="", wants_llm_provider_editor=True)
+    assert b'"username":"",' in out_lines(sim)[-1]
+
+
+@pytest.mark.parametrize("how", ["--custom", "__use_own_key__"])
+def test_own_key_with_someone_logged_in_names_them(run: Starter, tmp_path: Path, how: str) -> None:
+    scenario = scenario_file(tmp_path, '[world.account]\nusername = "alice"\n')
+    sim = run(*([how] if how == "--custom" else []), scenario=scenario)
+    if how != "--custom":
+        sim.send("select_region", region=how)
+    assert sim.last == event("done", username="alice", wants_llm_provider_editor=True)
+
+
+def test_the_login_flow_names_who_logged_in_even_when_nobody_was(
+    run: Starter, tmp_path: Path
+) -> None:
+    sim = run(scenario=scenario_file(tmp_path, NOBODY))
+    drive_to(sim, "saving")
+    assert sim.wait_done() == event("done", username=USERNAME, selected_model="glm-4.6")
+
+
 @pytest.mark.parametrize(
     ("line", "error"),
     [
@@ -483,6 +516,65 @@ def test_failures_end_in_the_error_state(
     assert [e["vm"]["state"] for e in sim.events] == states
     for ev in sim.events:
         check_presence(ev)
+    assert sim.session.pending() == []
+
+
+# -- every ending ------------------------------------------------------------------------
+#
+# The final event shows how the login ended, and nothing of a flow still going: no
+# authorize_url, auth_timeout or avail_models; a username only in done, and only of
+# someone logged in.
+
+
+def own_key(sim: SimSession) -> None:
+    sim.send("select_region", region="__use_own_key__")
+
+
+def whole_flow(sim: SimSession) -> None:
+    drive_to(sim, "saving")
+
+
+def to(state: str) -> Callable[[SimSession], None]:
+    return lambda sim: drive_to(sim, state)
+
+
+LOGIN_ENDINGS: dict[str, tuple[tuple[str, ...], str, Callable[[SimSession], None], str, str]] = {
+    # name: (flags, scenario text, how to drive it, final state, username shown)
+    "flow": ((), "", whole_flow, "done", USERNAME),
+    "flow-nobody": ((), NOBODY, whole_flow, "done", USERNAME),
+    "custom": (("--custom",), "", lambda sim: None, "done", USERNAME),
+    "custom-nobody": (("--custom",), NOBODY, lambda sim: None, "done", ""),
+    "own-key": ((), "", own_key, "done", USERNAME),
+    "own-key-nobody": ((), NOBODY, own_key, "done", ""),
+    "init-flow-fails": ((), '[[failures]]\npoint = "init_flow"\n', to("init_flow"), "error", ""),
+    "denied": ((), '[[failures]]\npoint = "authorization"\n', to("waiting"), "error", ""),
+    "timed-out": (
+        (),
+        '[[failures]]\npoint = "authorization"\ntimeout = true\n\n'
+        "[world.login]\nauth_timeout = 1.0\n",
+        to("waiting"),
+        "error",
+        "",
+    ),
+    "save-fails": ((), '[[failures]]\npoint = "save"\n', to("saving"), "error", ""),
+}
+
+
+@pytest.mark.parametrize("ending", list(LOGIN_ENDINGS))
+def test_every_ending_shows_how_it_ended(run: Starter, tmp_path: Path, ending: str) -> None:
+    flags, text, drive, final_state, username = LOGIN_ENDINGS[ending]
+    sim = run(*flags, scenario=scenario_file(tmp_path, text))
+    drive(sim)
+    last = sim.last if sim.done else sim.wait_done()
+    assert last["done"] is True and last["waiting_for"] == [] and last["error"] == ""
+    the_vm = last["vm"]
+    assert the_vm["state"] == final_state
+    check_presence(last)  # no authorize_url, auth_timeout, avail_models; username in done
+    if final_state == "done":
+        assert the_vm["username"] == username
+        assert the_vm["error"] == ""
+    else:
+        assert the_vm["error"]
     assert sim.session.pending() == []
 
 

@@ -256,13 +256,57 @@ def test_up_to_date_ends_at_once(run: Starter) -> None:
     assert CHECK_DELAY[0] - EPS <= sim.now <= CHECK_DELAY[1] + EPS
 
 
-def test_package_manager_ends_naming_it(run: Starter) -> None:
+def test_package_manager_ends_naming_it_and_the_newer_version(run: Starter) -> None:
     sim = run(scenario="package-manager")
     sim.wait_done()
     assert sim.events == [
         event("checking", vm("checking")),
-        event("package_manager", vm("package_manager", package_manager="brew")),
+        event(
+            "package_manager",
+            vm("package_manager", latest_version=LATEST, package_manager="brew"),
+        ),
     ]
+    assert list(sim.vm) == VM_KEYS  # both conditional keys, in the reference's order
+
+
+@pytest.mark.parametrize(
+    ("current", "latest"),
+    [("0.2.13", "0.2.13"), ("0.3.0", "0.2.14"), ("v0.2.13", "0.2.13"), ("1.0.0", "1.0.0-rc.1")],
+    ids=["same", "installed-newer", "v-prefix", "release-after-its-rc"],
+)
+def test_nothing_newer_is_up_to_date_whatever_installed_it(
+    run: Starter, tmp_path: Path, current: str, latest: str
+) -> None:
+    """A package manager's answer is how to upgrade: with nothing newer there is
+    nothing to upgrade to, so the answer is up_to_date, brew or not."""
+    for manager in ("", "brew"):
+        text = (
+            f'[world.release]\ncurrent_version = "{current}"\nlatest_version = "{latest}"\n'
+            f'package_manager = "{manager}"\n'
+        )
+        sim = run(scenario=scenario_file(tmp_path, text, name=f"pm{manager}"))
+        sim.wait_done()
+        assert sim.events[-1] == event("up_to_date", vm("up_to_date", current_version=current))
+
+
+@pytest.mark.parametrize(
+    ("current", "latest"),
+    [
+        ("0.2.13", "0.2.14"),
+        ("0.2.9", "0.2.10"),
+        ("0.2.14-rc.1", "0.2.14"),
+        ("1.0.0-rc.1", "1.0.0-rc.2"),
+        ("dev", "0.2.14"),
+    ],
+    ids=["patch", "numeric-not-text", "rc-to-release", "rc-to-rc", "unparsed"],
+)
+def test_a_newer_version_is_offered(
+    run: Starter, tmp_path: Path, current: str, latest: str
+) -> None:
+    text = f'[world.release]\ncurrent_version = "{current}"\nlatest_version = "{latest}"\n'
+    sim = run(scenario=scenario_file(tmp_path, text))
+    assert sim.wait_for(lambda e: e["vm"]["state"] != "checking")["vm"]["state"] == "has_update"
+    assert sim.vm["latest_version"] == latest
 
 
 @pytest.mark.parametrize(
@@ -439,6 +483,83 @@ def test_quit_while_downloading_keeps_the_progress_shown(run: Starter) -> None:
     assert sim.send("quit")[0]["vm"] == offered(
         "downloading", total_bytes=TOTAL, downloaded_bytes=done_bytes, download_percent=percent
     )
+
+
+# -- every ending ------------------------------------------------------------------------
+#
+# The final event says how the run ended and shows nothing still at work: never
+# checking or downloading (but after quit, which shows the vm as it stood), the newer
+# version whenever one was found, the package manager only in its own state.
+
+
+def end_plain(sim: SimSession, finish: str) -> None:
+    drive_to(sim, "confirm_restart")
+    sim.send(finish)
+
+
+def end_after_download(sim: SimSession) -> None:
+    drive_to(sim, "has_update")
+    sim.send("download")
+
+
+ENDINGS: dict[str, tuple[str, Callable[[SimSession], None], str, bool]] = {
+    # name: (scenario text, how to drive it, final state, is a newer version shown)
+    "restart": ("", lambda sim: end_plain(sim, "restart"), "done", True),
+    "skip_restart": ("", lambda sim: end_plain(sim, "skip_restart"), "done", True),
+    "up-to-date": (
+        '[world.release]\nlatest_version = "0.2.13"\n',
+        lambda sim: None,
+        "up_to_date",
+        False,
+    ),
+    "up-to-date-brew": (
+        '[world.release]\nlatest_version = "0.2.13"\npackage_manager = "brew"\n',
+        lambda sim: None,
+        "up_to_date",
+        False,
+    ),
+    "package-manager": (
+        '[world.release]\npackage_manager = "brew"\n',
+        lambda sim: None,
+        "package_manager",
+        True,
+    ),
+    "check-error": ('[[failures]]\npoint = "check"\n', lambda sim: None, "error", False),
+    "check-error-brew": (
+        '[world.release]\npackage_manager = "brew"\n\n[[failures]]\npoint = "check"\n',
+        lambda sim: None,
+        "error",
+        False,
+    ),
+    "download-error": (
+        '[[failures]]\npoint = "download"\nat_percent = 50.0\n',
+        end_after_download,
+        "error",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_every_ending_shows_how_it_ended(run: Starter, tmp_path: Path, ending: str) -> None:
+    text, drive, final_state, newer = ENDINGS[ending]
+    sim = run(scenario=scenario_file(tmp_path, text))
+    drive(sim)
+    last = sim.wait_done()
+    assert last["done"] is True and last["waiting_for"] == [] and last["error"] == ""
+    the_vm = last["vm"]
+    assert the_vm["state"] == final_state
+    assert ("latest_version" in the_vm) is newer, the_vm
+    assert ("package_manager" in the_vm) is (final_state == "package_manager")
+    if final_state != "error":
+        assert the_vm["error"] == ""
+    if final_state in ("up_to_date", "package_manager") or ending.startswith("check"):
+        assert the_vm["download_url"] == ""
+        assert (the_vm["downloaded_bytes"], the_vm["download_percent"]) == (0, 0)
+    if final_state == "done":
+        assert the_vm["download_percent"] == 100
+        assert the_vm["downloaded_bytes"] == the_vm["total_bytes"] > 0
+    assert sim.session.pending() == []
 
 
 # -- determinism -------------------------------------------------------------------------
