@@ -7,25 +7,54 @@ format that fixes that: ``emit`` brackets the document with marker lines,
 ``emit_chunk`` writes one streamed piece of a result as one marked line, and
 ``extract`` / ``chunk_payload`` / ``unmarshal`` recover them from the mix.
 
+It also owns the JSON both sides use, spelled as Go's ``encoding/json`` spells it,
+so a payload reads the same whichever binary wrote it:
+
+- Writing (``emit``, ``emit_chunk``): compact; floats in Go's notation (``2``,
+  ``1e-7``, ``1e+21``, ``-0``); lists and tuples as arrays; dict keys in insertion
+  order (a dict stands for a Go struct), str or int keys only; a lone surrogate,
+  which UTF-8 cannot carry, is written ``\\ufffd`` as Go writes invalid UTF-8.
+  NaN, infinities, cycles and values JSON has no type for raise
+  :class:`PayloadEncodeError`; nesting has no limit. ``framed`` and
+  ``chunk_line``, which take ready-made JSON and which every path goes through,
+  escape ``<`` ``>`` ``&`` U+2028 U+2029 (``\\u003c``...) as Go's
+  ``json.HTMLEscape`` does: no payload can hold a marker.
+- Reading (``unmarshal``): invalid UTF-8 and an escaped lone surrogate are U+FFFD;
+  NaN, Infinity and numbers beyond a float are refused; nesting deeper than
+  Python's recursion limit (Go allows 10000) is refused; every failure is a
+  :class:`FrameError`. ``extract`` is linear in the size of its input.
+
+Errors hang from :class:`ClijsonError`: :class:`FrameError` (nothing usable read)
+and its kinds, :class:`PayloadEncodeError` (nothing written), and
+:class:`ShortWriteError` (the writer took part of a write, ``io.ErrShortWrite``).
+
 It must do no I/O beyond the writer it is given (no printing, logging or
 files), and must not change the markers: they are a wire format shared with
 differently versioned readers and writers. It is written by hand because no
-library does this framing; it needs only ``json`` and ``re``.
+library does this framing; it needs only the standard library.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 import re
-from typing import Any, Protocol
+from collections import deque
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any, NoReturn, Protocol
 
 __all__ = [
     "BEGIN_MARKER",
     "CHUNK_MARKER",
     "END_MARKER",
+    "ClijsonError",
     "FrameError",
     "NoPayloadError",
     "PayloadDecodeError",
+    "PayloadEncodeError",
+    "ShortWriteError",
     "TruncatedFrameError",
     "chunk_line",
     "chunk_payload",
@@ -45,17 +74,33 @@ _END = END_MARKER.encode()
 _CHUNK = CHUNK_MARKER.encode()
 
 _HEAD_LIMIT = 200
-# Characters Go's encoding/json escapes inside strings, plus lone surrogates
-# (which UTF-8 cannot carry; escaping them keeps the round trip lossless).
-_ESCAPE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+_HEAD_STEP = 16384
+"""Bytes of output decoded at a time while quoting its head."""
+
+_HTML_ESCAPES = (
+    (b"<", b"\\u003c"),
+    (b">", b"\\u003e"),
+    (b"&", b"\\u0026"),
+    ("\u2028".encode(), b"\\u2028"),
+    ("\u2029".encode(), b"\\u2029"),
+)
+"""What Go's encoding/json escapes in any JSON text it writes (json.HTMLEscape)."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _WHITESPACE = re.compile(r"\s+")
+_GO_E_EXPONENT_LO, _GO_E_EXPONENT_HI = 1e-6, 1e21
 
 
 class _Writer(Protocol):
     def write(self, data: bytes, /) -> object: ...
 
 
-class FrameError(ValueError):
+class ClijsonError(Exception):
+    """The root of this module's errors."""
+
+
+class FrameError(ClijsonError, ValueError):
     """No usable JSON document could be recovered from a command's output."""
 
     def __init__(self, message: str, output_head: str) -> None:
@@ -64,7 +109,8 @@ class FrameError(ValueError):
 
 
 class NoPayloadError(FrameError):
-    """The output held neither a frame nor anything the fallback recognises."""
+    """The output held neither a frame nor anything the fallback recognises, or its
+    frame was empty (Go's ``ErrNoPayload``)."""
 
 
 class TruncatedFrameError(FrameError):
@@ -72,20 +118,159 @@ class TruncatedFrameError(FrameError):
 
 
 class PayloadDecodeError(FrameError):
-    """A payload was found but is not valid JSON."""
+    """A payload was found but is not valid JSON (or nests too deeply to decode)."""
 
     def __init__(self, message: str, output_head: str, payload: bytes) -> None:
         super().__init__(message, output_head)
         self.payload = payload
 
 
+class PayloadEncodeError(ClijsonError, TypeError, ValueError):
+    """A value JSON cannot carry, as Go's ``UnsupportedTypeError`` (a type JSON has
+    no form for, a dict key neither str nor int) or ``UnsupportedValueError`` (NaN,
+    an infinity, a cycle). Nothing was written. Also a TypeError and a ValueError, so
+    code that caught what ``json.dumps`` raises still catches it."""
+
+
+class ShortWriteError(ClijsonError, OSError):
+    """The writer reported writing fewer bytes than it was given, and no error
+    (Go's ``io.ErrShortWrite``). The rest was not written again: the document must
+    go in one write."""
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def _unencodable(reason: str) -> NoReturn:
+    raise PayloadEncodeError(f"clijson: payload does not encode: {reason}")
+
+
+def _go_float(value: float) -> str:
+    """A float as Go's encoding/json writes a float64.
+
+    The shortest digits that read back as the same float (``repr``'s), in fixed
+    notation, or in exponent notation when ``abs(value)`` is below 1e-6 or at least
+    1e21, with Go's exponent: ``e-7``, ``e-10``, ``e+21``.
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        go_name = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+        _unencodable(f"unsupported value: {go_name}")
+    text = repr(value)
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude < _GO_E_EXPONENT_LO or magnitude >= _GO_E_EXPONENT_HI):
+        # repr is in exponent form here ("1e-07", "1.5e+300"); Go drops the leading
+        # zero of a two-digit negative exponent only.
+        mantissa, _, exponent = text.partition("e")
+        if exponent.startswith("-0"):
+            exponent = "-" + exponent[2:]
+        return f"{mantissa}e{exponent}"
+    if "e" in text:  # 1e16 <= |value| < 1e21 or 1e-6 <= |value| < 1e-4
+        return format(Decimal(text), "f")
+    return text.removesuffix(".0")
+
+
+def _string(text: str) -> str:
+    # The C encoder escapes as Go does ("\"", "\\", \b \f \n \r \t, other controls
+    # as \u00XX, lowercase) when non-ASCII is left alone; HTML escaping comes later.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _integer(value: int) -> str:
+    try:
+        return int.__repr__(value)
+    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+        _unencodable(f"unsupported value: an integer of {value.bit_length()} bits")
+
+
+def _key(key: object) -> str:
+    if isinstance(key, str):
+        return _string(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f'"{_integer(key)}"'  # Go writes an integer map key as a string
+    _unencodable(f"unsupported map key type: {type(key).__name__}")
+
+
+class _Open:
+    """A list or dict being written: what is left of it."""
+
+    __slots__ = ("ident", "is_object", "items", "started")
+
+    def __init__(self, items: Iterator[Any], is_object: bool, ident: int) -> None:
+        self.items, self.is_object, self.ident, self.started = items, is_object, ident, False
+
+
 def _marshal(obj: Any) -> bytes:
-    """Compact JSON that can never contain a marker (``<`` ``>`` are escaped)."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return _ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+    """``obj`` as compact JSON the way Go's encoding/json writes it (HTML escaping
+    aside: :func:`_html_escape` does that for every path).
+
+    Iterative, so nesting is limited by memory only, as in Go.
+    """
+    out: list[str] = []
+    stack: list[_Open] = []
+    on_path: set[int] = set()
+    value = obj
+    while True:
+        if isinstance(value, str):
+            out.append(_string(value))
+        elif value is None:
+            out.append("null")
+        elif isinstance(value, bool):
+            out.append("true" if value else "false")
+        elif isinstance(value, int):
+            out.append(_integer(value))
+        elif isinstance(value, float):
+            out.append(_go_float(value))
+        elif isinstance(value, dict | list | tuple):
+            ident = id(value)
+            if ident in on_path:
+                _unencodable(f"unsupported value: encountered a cycle via {type(value).__name__}")
+            on_path.add(ident)
+            if isinstance(value, dict):
+                out.append("{")
+                stack.append(_Open(iter(value.items()), True, ident))
+            else:
+                out.append("[")
+                stack.append(_Open(iter(value), False, ident))
+        else:
+            _unencodable(f"unsupported type: {type(value).__name__}")
+        while stack:  # the next value, closing what is finished
+            top = stack[-1]
+            try:
+                item = next(top.items)
+            except StopIteration:
+                stack.pop()
+                on_path.discard(top.ident)
+                out.append("}" if top.is_object else "]")
+                continue
+            if top.started:
+                out.append(",")
+            top.started = True
+            if top.is_object:
+                key, value = item
+                out.append(_key(key))
+                out.append(":")
+            else:
+                value = item
+            break
+        else:
+            break
+    text = "".join(out)
+    if _SURROGATE.search(text):  # only inside strings; UTF-8 cannot carry them
+        text = _SURROGATE.sub(lambda _: "\\ufffd", text)
+    return text.encode("utf-8")
 
 
-def _flush(w: _Writer) -> None:
+def _html_escape(payload: bytes) -> bytes:
+    for raw, escaped in _HTML_ESCAPES:
+        payload = payload.replace(raw, escaped)
+    return payload
+
+
+def _write(w: _Writer, data: bytes) -> None:
+    written = w.write(data)
+    if isinstance(written, int) and not isinstance(written, bool) and written < len(data):
+        raise ShortWriteError(f"clijson: short write: {written} of {len(data)} bytes written")
     # A buffered writer (sys.stdout.buffer) would otherwise hold a chunk back
     # until exit, defeating streaming. Flushing is still I/O on ``w`` only.
     flush = getattr(w, "flush", None)
@@ -94,42 +279,59 @@ def _flush(w: _Writer) -> None:
 
 
 def framed(payload: bytes) -> bytes:
-    """The framed document around ``payload``: compact JSON with ``<`` ``>`` escaped.
+    """The framed document around ``payload``, a JSON text.
 
-    It starts with a newline, so the begin marker is on a line of its own even after
-    a diagnostic that left its line unfinished.
+    ``<`` ``>`` ``&`` U+2028 U+2029 in ``payload`` are escaped (``\\u003c``...), as
+    Go's ``json.HTMLEscape`` does, so it cannot hold a marker; valid JSON means the
+    same after. It starts with a newline, so the begin marker is on a line of its own
+    even after a diagnostic that left its line unfinished.
     """
-    return b"\n" + _BEGIN + b"\n" + payload + b"\n" + _END + b"\n"
+    return b"\n" + _BEGIN + b"\n" + _html_escape(bytes(payload)) + b"\n" + _END + b"\n"
 
 
 def chunk_line(payload: bytes) -> bytes:
-    """One chunk line carrying ``payload`` (compact JSON with ``<`` ``>`` escaped)."""
-    return _CHUNK + payload + b"\n"
+    """One chunk line carrying ``payload``, a JSON text, escaped as :func:`framed`
+    escapes it; a CR or LF in it (whitespace between JSON tokens) becomes a space,
+    so the chunk stays one line."""
+    data = _html_escape(bytes(payload)).replace(b"\r", b" ").replace(b"\n", b" ")
+    return _CHUNK + data + b"\n"
 
 
 def emit(w: _Writer, obj: Any) -> None:
     """Write ``obj`` to ``w`` as a framed JSON document (:func:`framed`), in one write.
 
-    The payload is marshalled before anything is written, so a value that
-    cannot be serialised raises (TypeError/ValueError) and writes nothing.
+    The payload is marshalled before anything is written, so a value that cannot
+    be serialised raises :class:`PayloadEncodeError` and writes nothing. A write
+    that reports fewer bytes than it was given raises :class:`ShortWriteError`.
     """
-    w.write(framed(_marshal(obj)))
-    _flush(w)
+    _write(w, framed(_marshal(obj)))
 
 
 def emit_chunk(w: _Writer, obj: Any) -> None:
     """Write ``obj`` to ``w`` as one streamed chunk line, in one write call.
 
-    No leading newline: ``chunk_payload`` finds the marker anywhere in a line,
-    so a chunk after an unfinished diagnostic is still read, and a newline
-    would only add an empty line to the output a person sees.
+    Raises as :func:`emit` does. No leading newline: ``chunk_payload`` finds the
+    marker anywhere in a line, so a chunk after an unfinished diagnostic is still
+    read, and a newline would only add an empty line to the output a person sees.
     """
-    w.write(chunk_line(_marshal(obj)))
-    _flush(w)
+    _write(w, chunk_line(_marshal(obj)))
+
+
+# -- reading -----------------------------------------------------------------------------
 
 
 def _one_line(data: bytes, limit: int = _HEAD_LIMIT) -> str:
-    text = _WHITESPACE.sub(" ", data.decode("utf-8", errors="replace")).strip()
+    """``data`` decoded (bad UTF-8 replaced), whitespace runs as one space, stripped,
+    and cut to ``limit`` characters plus "..."; only the head of ``data`` is read."""
+    data = data.lstrip()  # ASCII whitespace, which the collapse would drop anyway
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    text = ""
+    for start in range(0, len(data), _HEAD_STEP):
+        piece = decoder.decode(data[start : start + _HEAD_STEP])
+        text = _WHITESPACE.sub(" ", text + piece).lstrip()
+        if len(text.rstrip()) > limit:
+            return text[:limit] + "..."
+    text = _WHITESPACE.sub(" ", text + decoder.decode(b"", final=True)).strip()
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -137,29 +339,69 @@ def _describe(head: str) -> str:
     return f'the output began: "{head}"' if head else "the output was empty"
 
 
+def _marker_pattern(marker: bytes) -> re.Pattern[bytes]:
+    return re.compile(re.escape(marker) + rb"(?=[ \t\r\x0b\x0c]*(?:\n|\Z))")
+
+
+_BEGIN_LINE = _marker_pattern(_BEGIN)
+_END_LINE = _marker_pattern(_END)
+"""A marker that ends its line: only whitespace after it before the newline or the end."""
+_RFIND_TRIES = 16
+
+
+def _first_marker(buf: bytes, marker: re.Pattern[bytes], start: int = 0) -> int:
+    """Where the first marker at or after ``start`` that ends its line begins, or -1."""
+    match = marker.search(buf, start)
+    return -1 if match is None else match.start()
+
+
+def _last_marker(buf: bytes, marker: bytes, pattern: re.Pattern[bytes]) -> int:
+    """Where the last ``marker`` that ends its line (``pattern``) begins, or -1."""
+    end = len(buf)
+    for _ in range(_RFIND_TRIES):  # the usual case: the last one, or one of the last few
+        at = buf.rfind(marker, 0, end)
+        if at < 0 or pattern.match(buf, at):
+            return at
+        end = at + len(marker) - 1
+    # Many quoted markers at the end: let the regex engine walk them all, in C.
+    last = deque(pattern.finditer(buf), maxlen=1)
+    return last[0].start() if last else -1
+
+
 def extract(buf: bytes) -> bytes:
     """Recover the JSON document from ``buf``, which may also hold diagnostics.
 
-    Markers count only on a line of their own (surrounding whitespace and
-    ``\\r`` allowed). The last begin marker decides: its payload runs to the
-    first end marker after it; with no end after it the frame is truncated.
-    End markers with no begin before them are truncation too. Without any
-    marker, the span from the first ``{`` to the last ``}`` is returned, for
-    writers that predate framing.
+    A marker counts where it ends a line: only whitespace (``\\r`` included) may
+    follow it before the newline or the end of ``buf``, and anything may precede
+    it on its line (a diagnostic that left its line unfinished). A marker followed
+    by other text on its line is quoted prose, not a marker. The last begin marker
+    decides: its payload is what lies between it and the first end marker after it,
+    stripped; with no end after it the frame is truncated, and with nothing but
+    whitespace in it there is no payload. End markers with no begin before them are
+    truncation too. Without any marker, the span from the first ``{`` to the last
+    ``}`` is returned, for writers that predate framing.
+
+    Raises :class:`TruncatedFrameError` or :class:`NoPayloadError`. Linear time.
     """
-    lines = buf.split(b"\n")
-    begins = [i for i, line in enumerate(lines) if line.strip() == _BEGIN]
-    ends = [i for i, line in enumerate(lines) if line.strip() == _END]
-    if begins:
-        start = begins[-1]
-        after = [i for i in ends if i > start]
-        if not after:
+    buf = bytes(buf)
+    begin = _last_marker(buf, _BEGIN, _BEGIN_LINE)
+    if begin >= 0:
+        start = begin + len(_BEGIN)
+        end = _first_marker(buf, _END_LINE, start)
+        if end < 0:
             head = _one_line(buf)
             raise TruncatedFrameError(
                 f"clijson: begin marker with no end marker after it; {_describe(head)}", head
             )
-        return b"\n".join(lines[start + 1 : after[0]]).strip()
-    if ends:
+        payload = buf[start:end].strip()
+        if not payload:
+            head = _one_line(buf)
+            raise NoPayloadError(
+                f"clijson: no JSON payload in output (the frame is empty); {_describe(head)}",
+                head,
+            )
+        return payload
+    if _first_marker(buf, _END_LINE) >= 0:
         head = _one_line(buf)
         raise TruncatedFrameError(
             f"clijson: end marker with no begin marker before it; {_describe(head)}", head
@@ -176,24 +418,90 @@ def chunk_payload(line: bytes | str) -> bytes | None:
 
     The marker is looked for anywhere in the line (a diagnostic may have left
     its line unfinished) and its last occurrence is used, since the payload
-    cannot contain it and a diagnostic quoting it can only come first.
+    cannot contain it and a diagnostic quoting it can only come first. A str
+    is encoded as UTF-8; a lone surrogate in it is taken as the byte it stands
+    for (``surrogateescape``), or else kept as is (``surrogatepass``).
     """
-    data = line.encode("utf-8") if isinstance(line, str) else line
+    if isinstance(line, str):
+        try:
+            data = line.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            data = line.encode("utf-8", "surrogatepass")
+    else:
+        data = bytes(line)
     at = data.rfind(_CHUNK)
     if at < 0:
         return None
     return data[at + len(_CHUNK) :].strip()
 
 
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"invalid literal {name}: JSON has no NaN or Infinity")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text} is out of the range of a float")
+    return value
+
+
+def _replace_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` (fresh from json.loads) with each surrogate in its strings, keys
+    included, as U+FFFD; changed in place, iteratively (it may nest deeply)."""
+    if isinstance(value, str):
+        return _replace_surrogates(value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            for index, element in enumerate(item):
+                if isinstance(element, str):
+                    item[index] = _replace_surrogates(element)
+                elif isinstance(element, list | dict):
+                    stack.append(element)
+        elif isinstance(item, dict):
+            if any(_SURROGATE.search(key) for key in item):
+                pairs = list(item.items())
+                item.clear()
+                item.update((_replace_surrogates(key), element) for key, element in pairs)
+            for key, element in item.items():
+                if isinstance(element, str):
+                    item[key] = _replace_surrogates(element)
+                elif isinstance(element, list | dict):
+                    stack.append(element)
+    return value
+
+
+def _decode(payload: bytes) -> Any:
+    """``payload`` decoded as Go's decoder reads it: each invalid UTF-8 byte and each
+    escaped lone surrogate in a string is U+FFFD; NaN, Infinity and numbers beyond a
+    float are refused."""
+    text = payload.decode("utf-8", "surrogateescape")  # an invalid byte: one surrogate
+    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
+        value = _without_surrogates(value)
+    return value
+
+
 def unmarshal(buf: bytes) -> Any:
-    """Extract the payload from ``buf`` and decode it as JSON."""
+    """Extract the payload from ``buf`` and decode it as JSON (:func:`_decode`).
+
+    Raises :class:`FrameError`: what :func:`extract` raises, or
+    :class:`PayloadDecodeError` when the payload does not decode.
+    """
     payload = extract(buf)
     try:
-        return json.loads(payload)
-    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError
+        return _decode(payload)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a refused number
+        reason = "exceeded max depth" if isinstance(exc, RecursionError) else str(exc)
         head = _one_line(buf)
         message = (
-            f'clijson: payload does not parse: {exc}; payload: "{_one_line(payload)}"; '
+            f'clijson: payload does not parse: {reason}; payload: "{_one_line(payload)}"; '
             f"{_describe(head)}"
         )
         raise PayloadDecodeError(message, head, payload) from exc

@@ -2,21 +2,31 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from simulator import clijson
 from simulator.clijson import (
     BEGIN_MARKER,
     CHUNK_MARKER,
     END_MARKER,
+    ClijsonError,
     FrameError,
     NoPayloadError,
     PayloadDecodeError,
+    PayloadEncodeError,
+    ShortWriteError,
     TruncatedFrameError,
+    chunk_line,
     chunk_payload,
     emit,
     emit_chunk,
@@ -79,8 +89,11 @@ def test_payload_quoting_end_marker_cannot_break_extraction() -> None:
     assert unmarshal(data) == obj
 
 
-def test_lone_surrogate_round_trips() -> None:
-    assert unmarshal(framed({"p": "a\udcffb"})) == {"p": "a\udcffb"}
+def test_lone_surrogate_is_written_as_go_writes_invalid_utf8() -> None:
+    """UTF-8 cannot carry a lone surrogate; Go writes invalid UTF-8 as \\ufffd."""
+    data = framed({"k\ud800": "a\udcffb", "pair": "\ud83d\ude00"})
+    assert data.split(b"\n")[2] == (b'{"k\\ufffd":"a\\ufffdb","pair":"\\ufffd\\ufffd"}')
+    assert unmarshal(data) == {"k\ufffd": "a\ufffdb", "pair": "\ufffd\ufffd"}
 
 
 @pytest.mark.parametrize(
@@ -93,6 +106,8 @@ def test_emit_writes_nothing_when_not_serialisable(obj: object, error: type[Exce
         emit(w, obj)
     with pytest.raises(error):
         emit_chunk(w, obj)
+    with pytest.raises(PayloadEncodeError, match=r"^clijson: payload does not encode: "):
+        emit(w, obj)
     assert w.writes == []
 
 
@@ -141,7 +156,7 @@ def test_marker_quoted_inside_a_longer_line_is_not_a_marker() -> None:
     )
     assert unmarshal(buf) == {"ok": True}
     # With only quoted markers there is no frame: the unframed fallback applies.
-    quoted_only = f'log: {BEGIN_MARKER} and {END_MARKER}\n{{"v": 3}}\n'.encode()
+    quoted_only = f'log: {BEGIN_MARKER} and {END_MARKER}.\n{{"v": 3}}\n'.encode()
     assert unmarshal(quoted_only) == {"v": 3}
 
 
@@ -302,3 +317,520 @@ def test_subprocess_with_merged_stderr() -> None:
     assert len(payloads) == 2
     assert "".join(json.loads(p)["delta"] for p in payloads) == f"Hello {END_MARKER}\n"
     assert unmarshal(out) == {"summary": "ok", "suggestions": ["a", "<b>"]}
+
+
+# -- helpers for the tests below ---------------------------------------------------------
+
+BEGIN, END, CHUNK = BEGIN_MARKER.encode(), END_MARKER.encode(), CHUNK_MARKER.encode()
+
+
+def go_framed(payload: bytes) -> bytes:
+    """A frame as a writer without the leading newline (Go's Emit) writes it."""
+    return BEGIN + b"\n" + payload + b"\n" + END + b"\n"
+
+
+def reference_head(data: bytes, limit: int = 200) -> str:
+    """How the output's head is quoted, computed from the whole output at once."""
+    text = re.sub(r"\s+", " ", data.decode("utf-8", errors="replace")).strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def numbers_as_floats(value: Any) -> Any:
+    """``value`` with every int a float: JSON has one kind of number (Go reads all of
+    them as float64), and ``2.0`` is written ``2``."""
+    if isinstance(value, list):
+        return [numbers_as_floats(item) for item in value]
+    if isinstance(value, dict):
+        return {key: numbers_as_floats(item) for key, item in value.items()}
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+class ShortWriter(RecordingWriter):
+    """A writer that takes all but the last byte and says so, without an error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def write(self, data: bytes) -> int:
+        super().write(data)
+        return len(data) - 1
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+# -- floats as Go writes them --------------------------------------------------------------
+
+GO_FLOATS = [
+    (2.0, b"2"),
+    (-2.5, b"-2.5"),
+    (0.0, b"0"),
+    (-0.0, b"-0"),
+    (0.1, b"0.1"),
+    (3.14, b"3.14"),
+    (123456789.0, b"123456789"),
+    (1e-7, b"1e-7"),
+    (1.5e-7, b"1.5e-7"),
+    (9.99e-7, b"9.99e-7"),
+    (1e-6, b"0.000001"),
+    (1.5e-5, b"0.000015"),
+    (1e-10, b"1e-10"),
+    (-1.5e-300, b"-1.5e-300"),
+    (5e-324, b"5e-324"),
+    (1e15, b"1000000000000000"),
+    (1e16, b"10000000000000000"),
+    (1e20, b"100000000000000000000"),
+    (9.999999999999999e20, b"999999999999999900000"),
+    (1e21, b"1e+21"),
+    (1.5e21, b"1.5e+21"),
+    (1e100, b"1e+100"),
+    (1.7976931348623157e308, b"1.7976931348623157e+308"),
+]
+
+
+@pytest.mark.parametrize(("value", "spelled"), GO_FLOATS)
+def test_floats_are_spelled_as_go_spells_them(value: float, spelled: bytes) -> None:
+    w = RecordingWriter()
+    emit_chunk(w, [value])
+    emit(w, {"x": value})
+    assert w.writes[0] == CHUNK + b"[" + spelled + b"]\n"
+    assert w.writes[1].split(b"\n")[2] == b'{"x":' + spelled + b"}"
+    assert float(unmarshal(w.writes[1])["x"]) == value
+
+
+def test_integral_float_subclasses_and_ints_in_one_payload() -> None:
+    class Ratio(float):
+        pass
+
+    class Count(int):
+        def __repr__(self) -> str:
+            return "Count(...)"
+
+    w = RecordingWriter()
+    emit(w, {"n": 2.0, "t": 1e-07, "z": -0.0, "r": Ratio(0.5), "c": Count(3), "b": True})
+    assert w.data.split(b"\n")[2] == b'{"n":2,"t":1e-7,"z":-0,"r":0.5,"c":3,"b":true}'
+
+
+@pytest.mark.parametrize(
+    ("value", "go_name"), [(math.nan, "NaN"), (math.inf, "+Inf"), (-math.inf, "-Inf")]
+)
+def test_nan_and_infinities_are_unsupported_values(value: float, go_name: str) -> None:
+    w = RecordingWriter()
+    for write in (emit, emit_chunk):
+        with pytest.raises(PayloadEncodeError, match=rf"unsupported value: {re.escape(go_name)}$"):
+            write(w, {"deep": [1, {"x": value}]})
+    assert w.writes == []
+
+
+_GO_FLOAT = re.compile(rb"-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?(e[+-][1-9][0-9]*)?")
+
+
+def _significant(text: str) -> str:
+    return text.split("e")[0].lstrip("-").replace(".", "").strip("0")
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_any_finite_float_is_go_notation_with_the_shortest_digits(value: float) -> None:
+    w = RecordingWriter()
+    emit_chunk(w, value)
+    text = chunk_payload(w.data)
+    assert text is not None
+    assert _GO_FLOAT.fullmatch(text), text
+    exponent_form = value != 0 and not 1e-6 <= abs(value) < 1e21
+    assert (b"e" in text) is exponent_form
+    assert float(text) == value
+    assert math.copysign(1.0, float(text)) == math.copysign(1.0, value)
+    assert _significant(text.decode()) == _significant(repr(value))
+
+
+# -- one encoder for every path --------------------------------------------------------------
+
+
+def test_chunk_line_and_framed_escape_as_emit_does() -> None:
+    obj = {"t": f"{END_MARKER}\n{BEGIN_MARKER} {CHUNK_MARKER} & \u2028\u2029"}
+    raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    w = RecordingWriter()
+    emit(w, obj)
+    emit_chunk(w, obj)
+    assert w.writes == [clijson.framed(raw), chunk_line(raw)]
+    doc, line = w.writes
+    assert doc.count(b"<<<") == 2 and doc.count(b">>>") == 2
+    assert line.count(b"<<<") == 1 and line.count(b">>>") == 1
+    assert b"&" not in doc + line and "\u2028".encode() not in doc + line
+    assert unmarshal(doc) == obj
+    assert json.loads(chunk_payload(line) or b"") == obj
+
+
+def test_chunk_line_stays_one_line_for_json_with_line_breaks() -> None:
+    obj = {"a": [1, {"b": "x\ny"}]}
+    raw = json.dumps(obj, indent=2).encode().replace(b"\n", b"\r\n")
+    line = chunk_line(raw)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    assert json.loads(chunk_payload(line) or b"") == obj
+
+
+# -- where markers are found -------------------------------------------------------------------
+
+
+def test_begin_marker_after_an_unfinished_diagnostic_is_recognised() -> None:
+    payload = b'{"a":1}'
+    for diagnostic in (b"warning: half a line", b"x", b"note: " + BEGIN + b" quoted "):
+        buf = b"banner\n" + diagnostic + go_framed(payload) + b"warning: after\n"
+        assert extract(buf) == payload
+        assert unmarshal(buf) == {"a": 1}
+    crlf = b"diag" + BEGIN + b" \t\r\n" + payload + b"\r\n" + END + b"\r\n"
+    assert extract(crlf) == payload
+
+
+def test_end_marker_ends_its_line_whatever_precedes_it() -> None:
+    assert extract(BEGIN + b'\n{"a":1}' + END + b"\n") == b'{"a":1}'
+    assert extract(BEGIN + b'\n{"a":1}\n' + END) == b'{"a":1}'
+    assert extract(BEGIN + b'\n{"a":1}\n' + END + b"  \r") == b'{"a":1}'
+    # A diagnostic that ends its line with a quoted end marker is one: no begin, truncated.
+    with pytest.raises(TruncatedFrameError, match="end marker with no begin"):
+        extract(b"log: saw " + END + b'\n{"v": 3}\n')
+
+
+def test_many_quoted_markers_after_the_frame_do_not_hide_it() -> None:
+    quoted = (b"note: " + BEGIN + b" quoted\n") * 50 + b"tail " + BEGIN + b"x"
+    assert unmarshal(framed({"a": 1}) + quoted) == {"a": 1}
+    assert unmarshal(framed({"a": 1}) + quoted + framed({"a": 2}) + quoted) == {"a": 2}
+    with pytest.raises(TruncatedFrameError, match="begin marker with no end"):
+        extract(framed({"a": 1}) + quoted + b"\n" + BEGIN + b"\n" + quoted)
+
+
+# -- short writes --------------------------------------------------------------------------------
+
+
+def test_a_short_write_is_an_error() -> None:
+    for write in (emit, emit_chunk):
+        w = ShortWriter()
+        with pytest.raises(ShortWriteError, match=r"^clijson: short write: ") as info:
+            write(w, {"a": 1})
+        assert len(w.writes) == 1  # written once, never split into a second write
+        assert w.flushes == 0
+        assert isinstance(info.value, OSError)
+
+
+def test_a_writer_that_reports_no_count_or_all_of_it_is_fine() -> None:
+    class Silent:
+        def __init__(self) -> None:
+            self.data = b""
+
+        def write(self, data: bytes) -> None:
+            self.data += data
+
+    w = Silent()
+    emit(w, {"a": 1})
+    assert unmarshal(w.data) == {"a": 1}
+    out = io.BytesIO()
+    emit_chunk(out, [1])
+    assert out.getvalue() == CHUNK + b"[1]\n"
+
+
+# -- empty frames --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "buf",
+    [
+        BEGIN + b"\n" + END + b"\n",
+        b"warning: w\n" + BEGIN + b"\n \t\r\n\n" + END + b"\n",
+        b"diag" + BEGIN + b"\r\n" + END,
+        framed({"old": 1}) + BEGIN + b"\n\n" + END + b"\n",
+    ],
+)
+def test_an_empty_frame_has_no_payload(buf: bytes) -> None:
+    for read in (extract, unmarshal):
+        with pytest.raises(NoPayloadError, match="frame is empty") as info:
+            read(buf)
+        assert not isinstance(info.value, PayloadDecodeError)
+        assert info.value.output_head == reference_head(buf)
+
+
+# -- what cannot be encoded or decoded -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"[" * 100_000, b'{"a":' * 100_000, b"[" * 100_000 + b"]" * 100_000],
+    ids=["open-lists", "open-objects", "closed-lists"],
+)
+def test_deeply_nested_payload_is_a_decode_error(payload: bytes) -> None:
+    with pytest.raises(PayloadDecodeError) as info:
+        unmarshal(b"diag\n" + go_framed(payload))
+    assert info.value.payload == payload
+    assert len(str(info.value)) < 700
+
+
+def test_deep_nesting_encodes_as_go_encodes_it() -> None:
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]
+    w = RecordingWriter()
+    emit(w, deep)
+    assert w.data.split(b"\n")[2] == b"[" * 100_001 + b"]" * 100_001
+    with pytest.raises(PayloadDecodeError, match="exceeded max depth"):
+        unmarshal(w.data)  # deeper than the reader goes
+    shallow: list[Any] = [1]
+    for index in range(300):
+        shallow = [index, {"k": shallow}]
+    emit(w, shallow)
+    assert unmarshal(w.writes[-1]) == shallow
+
+
+def _cycle() -> list[Any]:
+    loop: list[Any] = [1]
+    loop.append({"back": loop})
+    return loop
+
+
+@pytest.mark.parametrize(
+    ("obj", "reason"),
+    [
+        (_cycle(), "encountered a cycle via list"),
+        ({"x": b"bytes"}, "unsupported type: bytes"),
+        ([{1, 2}], "unsupported type: set"),
+        ({1.5: "float key"}, "unsupported map key type: float"),
+        ({None: "null key"}, "unsupported map key type: NoneType"),
+        ({True: "bool key"}, "unsupported map key type: bool"),
+        ([10**5000], "unsupported value: an integer"),
+    ],
+)
+def test_values_json_cannot_carry_are_encode_errors(obj: object, reason: str) -> None:
+    w = RecordingWriter()
+    for write in (emit, emit_chunk):
+        with pytest.raises(PayloadEncodeError, match=re.escape(reason)):
+            write(w, obj)
+    assert w.writes == []
+
+
+def test_shared_values_are_not_cycles_and_int_keys_are_strings() -> None:
+    shared = {"s": [1]}
+    w = RecordingWriter()
+    emit_chunk(w, {1: shared, -2: shared, "t": (shared, shared)})
+    assert chunk_payload(w.data) == (b'{"1":{"s":[1]},"-2":{"s":[1]},"t":[{"s":[1]},{"s":[1]}]}')
+
+
+def test_chunk_payload_of_a_str_with_lone_surrogates() -> None:
+    assert chunk_payload(f'x{CHUNK_MARKER}{{"a":"\udcff"}}\n') == b'{"a":"\xff"}'
+    assert chunk_payload(f'{CHUNK_MARKER}"\ud800"') == b'"\xed\xa0\x80"'
+    assert chunk_payload("\ud800 no chunk here") is None
+
+
+def test_unmarshal_reads_strings_as_go_reads_them() -> None:
+    payload = (
+        b'{"a":"\\ud800x","b":"\\ud83d\\ude00","c":"\xff\xe2\x80!",'
+        b'"\\udc00":[1,"\\udfff\\ud800"],"d":"\\\\ud800","e":"\\ud800\\ud83d\\ude00"}'
+    )
+    assert unmarshal(go_framed(payload)) == {
+        "a": "\ufffdx",
+        "b": "\U0001f600",
+        "c": "\ufffd\ufffd\ufffd!",
+        "\ufffd": [1, "\ufffd\ufffd"],
+        "d": "\\ud800",
+        "e": "\ufffd\U0001f600",
+    }
+    assert unmarshal(go_framed(b'"\\udc00"')) == "\ufffd"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b'{"a":NaN}', b"[Infinity]", b"-Infinity", b"1e400", b"[-1e999]", b"\xff1", b'{"a":1}\xff'],
+)
+def test_unmarshal_refuses_what_go_refuses(payload: bytes) -> None:
+    with pytest.raises(PayloadDecodeError) as info:
+        unmarshal(go_framed(payload))
+    assert info.value.payload == payload
+
+
+# -- large output ----------------------------------------------------------------------------------
+
+
+def test_ten_mebibytes_of_newlines() -> None:
+    newlines = b"\n" * (10 << 20)
+    with pytest.raises(NoPayloadError, match="the output was empty") as info:
+        extract(newlines)
+    assert info.value.output_head == ""
+    assert unmarshal(newlines + b"diag" + go_framed(b'{"a":1}') + newlines) == {"a": 1}
+    with pytest.raises(TruncatedFrameError):
+        extract(newlines + BEGIN + newlines)
+
+
+@pytest.mark.parametrize(
+    "buf",
+    [
+        b" " * 100_000 + b"x  y",
+        "\u3000".encode() * 6000 + "caf\u00e9 \u00a0 end".encode(),
+        b"a \t" * 20_000,
+        b"\xe2\x82" * 9000 + "\u20ac".encode() * 9000,
+        b"ab" * 8191 + "\u00e9".encode() + b"cd" * 100,
+        "\u2028\x1c\x85".encode() * 7000 + b"tail",
+    ],
+    ids=["spaces", "ideographic-space", "many-runs", "bad-utf8", "char-across-step", "unicode-ws"],
+)
+def test_the_head_of_a_large_output_is_quoted_as_the_whole_would_be(buf: bytes) -> None:
+    with pytest.raises(NoPayloadError) as info:
+        extract(buf)
+    assert info.value.output_head == reference_head(buf)
+
+
+# -- the error tree --------------------------------------------------------------------------------
+
+
+def test_the_error_tree() -> None:
+    for cls in (FrameError, PayloadEncodeError, ShortWriteError):
+        assert issubclass(cls, ClijsonError)
+        assert cls.__name__ in clijson.__all__
+    assert issubclass(PayloadEncodeError, TypeError) and issubclass(PayloadEncodeError, ValueError)
+    assert issubclass(ShortWriteError, OSError)
+    assert not issubclass(PayloadEncodeError, FrameError)
+    assert not issubclass(ShortWriteError, FrameError)
+    assert "ClijsonError" in clijson.__all__
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+_MARKERISH = [
+    BEGIN_MARKER,
+    END_MARKER,
+    CHUNK_MARKER,
+    "<<<cloop-json:",
+    "begin>>>",
+    "end>>>",
+    "chunk>>>",
+    "<<<",
+    ">>>",
+    "<",
+    ">",
+    "&",
+    "\u2028",
+    "\u2029",
+]
+_STRINGS = st.text(max_size=12) | st.lists(
+    st.sampled_from([*_MARKERISH, "\n", "x"]), max_size=5
+).map("".join)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _STRINGS,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(_STRINGS, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_PIECES = (
+    st.sampled_from([m.encode() for m in _MARKERISH])
+    | st.sampled_from([b"\n", b"\r\n", b" ", b"\t", b"\r", b"{", b"}", b"[", b"]", b'"', b"\\"])
+    | st.text(max_size=10).map(str.encode)
+    | st.binary(max_size=6)
+)
+NOISE = st.lists(_PIECES, max_size=8).map(b"".join)
+_BEGIN_ENDING_A_LINE = re.compile(re.escape(BEGIN) + rb"[ \t\r\x0b\x0c]*(?:\n|\Z)")
+AFTER_NOISE = NOISE.filter(lambda noise: not _BEGIN_ENDING_A_LINE.search(noise))
+"""Diagnostics after the frame: anything but a line ending with a begin marker (which
+would start a frame of its own, and a truncated one)."""
+
+
+@given(value=JSON_VALUES, before=NOISE, after=AFTER_NOISE, go_style=st.booleans())
+def test_an_emitted_value_survives_any_diagnostics_around_it(
+    value: Any, before: bytes, after: bytes, go_style: bool
+) -> None:
+    w = RecordingWriter()
+    emit(w, value)
+    emit_chunk(w, value)
+    doc, line = w.writes
+    payload = doc.split(b"\n")[2]
+    assert doc == b"\n" + go_framed(payload) and line == CHUNK + payload + b"\n"
+    if go_style:  # a writer that does not start the frame with a newline
+        doc = doc[1:]
+    buf = before + doc + after
+    assert extract(buf) == payload
+    assert numbers_as_floats(unmarshal(buf)) == numbers_as_floats(value)
+
+
+@given(value=JSON_VALUES, before=NOISE, lines=st.lists(NOISE, max_size=3))
+def test_a_chunk_survives_an_unfinished_diagnostic_and_lines_around_it(
+    value: Any, before: bytes, lines: list[bytes]
+) -> None:
+    w = RecordingWriter()
+    emit_chunk(w, value)
+    (line,) = w.writes
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.count(CHUNK) == 1
+    unfinished = before.replace(b"\n", b"")
+    stream = b"\n".join(noise.replace(CHUNK, b"") for noise in lines) + b"\n" + unfinished + line
+    found = [p for p in map(chunk_payload, stream.split(b"\n")) if p is not None]
+    assert len(found) == 1
+    assert numbers_as_floats(json.loads(found[0])) == numbers_as_floats(value)
+    as_text = (unfinished + line).decode("utf-8", "surrogateescape")
+    assert chunk_payload(as_text) == found[0]
+
+
+@given(value=JSON_VALUES, ensure_ascii=st.booleans(), indent=st.none() | st.integers(0, 2))
+def test_ready_made_json_is_framed_and_chunked_without_a_marker_inside(
+    value: Any, ensure_ascii: bool, indent: int | None
+) -> None:
+    raw = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent).encode()
+    doc, line = clijson.framed(raw), chunk_line(raw)
+    assert doc.count(b"<<<") == 2 and line.count(b"<<<") == 1 and line.count(b"\n") == 1
+    assert numbers_as_floats(unmarshal(doc)) == numbers_as_floats(value)
+    assert numbers_as_floats(json.loads(chunk_payload(line) or b"")) == numbers_as_floats(value)
+
+
+_HOSTILE = NOISE | st.sampled_from(
+    [
+        BEGIN + b"\n",
+        b"\n" + END + b"\n",
+        b"[" * 3000,
+        b"\\ud800",
+        b"NaN",
+        b"1e400",
+        b"-0",
+        b"\xff",
+        b"\xe2\x80",
+        b'{"a":',
+        b"}",
+    ]
+)
+
+
+def frame_error(read: Any, buf: bytes) -> FrameError | None:
+    """The FrameError ``read(buf)`` raises, or None; any other exception propagates."""
+    try:
+        read(buf)
+    except FrameError as err:
+        return err
+    return None
+
+
+@given(parts=st.lists(_HOSTILE, max_size=10))
+def test_reading_arbitrary_output_raises_only_frame_errors(parts: list[bytes]) -> None:
+    buf = b"".join(parts)
+    for read in (extract, unmarshal):
+        err = frame_error(read, buf)
+        if err is not None:
+            assert str(err).startswith("clijson: ")
+            assert "\n" not in str(err) and "\n" not in err.output_head
+            assert len(err.output_head) <= 203
+    assert chunk_payload(buf) is None or isinstance(chunk_payload(buf), bytes)
+    chunk_payload(buf.decode("utf-8", "surrogateescape"))
+
+
+_HEAD_PIECES = st.sampled_from(
+    [b" ", b"\n", b"\t", "\u3000".encode(), "\u00a0".encode(), b"\x1c", b"\xff", b"\xe2\x80"]
+) | st.text(alphabet=st.characters(blacklist_characters="{}<"), max_size=30).map(str.encode)
+
+
+@given(parts=st.lists(_HEAD_PIECES, max_size=30))
+def test_the_head_quotes_the_output_on_one_bounded_line(parts: list[bytes]) -> None:
+    buf = b"".join(parts)
+    with pytest.raises(NoPayloadError) as info:
+        extract(buf)
+    assert info.value.output_head == reference_head(buf)
