@@ -11,36 +11,70 @@ passes the line on). It is a pure state machine over one `write(frame)` function
 
 Frames (compact JSON, one line each, key order as written):
     {"type":"control_request","request_id":ID,"request":{"subtype":S,...}}
-    {"type":"control_response","response":{"subtype":"success","request_id":ID,"response":{...}}}
+    {"type":"control_response","response":{"subtype":"success","request_id":ID,"response":V}}
     {"type":"control_response","response":{"subtype":"error","request_id":ID,"error":"..."}}
     {"type":"control_cancel_request","request_id":ID}
 
+V is any JSON value: a handler may return a dict, list, str, number, bool or None
+(written as null), and `request` returns the peer's V as decoded (`{}` when a success
+response has no "response" key at all).
+
 Request ids are "req_<n>" from a per-Conn counter, so they are unique per Conn.
 
+Every frame goes through one encoder, written as Go's encoding/json writes it:
+compact, keys in insertion order, non-ASCII as UTF-8, `<` `>` `&` as \\u003c \\u003e
+\\u0026 and U+2028/U+2029 as \\u2028/\\u2029; only a float keeps Python's spelling
+(`1.0` where Go writes `1`: the admin payloads promise floats). It refuses what Go
+cannot marshal or JSON cannot hold: NaN and infinities, keys other than str and int
+(int keys are written as their decimal text, as Go writes map[int]T), values other
+than dict, list, tuple, str, int, float, bool and None, cycles, and lone surrogates
+(no frame written is invalid UTF-8).
+
 A line is a control frame when it is a JSON object whose "type" is one of the three
-strings above; any other "type" (a list, a number, another string) is not. JSON may
-spell strings UTF-8 cannot encode (a lone surrogate such as "\\ud800"): a frame holding
-one is refused, as a request with an `INVALID_STRING` error response (ignored when the
-request_id itself holds it: nobody to answer), as a response by failing our request
-with `INVALID_STRING`. Every frame written encodes as UTF-8.
+strings above; any other "type" (a list, a number, another string) is not, nor is a
+line JSON does not allow (Python's NaN/Infinity extensions included). Bytes are
+read as UTF-8 only. JSON may spell strings UTF-8 cannot encode (a lone surrogate
+such as "\\ud800"), and a line may hold bytes that are not UTF-8 (read as lone
+surrogates): a frame holding one is refused, as a request with an `INVALID_STRING`
+error response (ignored when the request_id itself holds it: nobody to answer), as
+a response by failing our request with `INVALID_STRING`.
+
+`handle_frame` never raises, whatever the line: a handler that raises, or returns a
+value the encoder refuses, gets an error response for its request id; so does a
+request arriving where no event loop runs to call its handler; a frame for a loop
+closed since is dropped. `request` raises only `ControlError`s for its caller's
+mistakes and the peer's answers (`ControlEncodeError`, also a TypeError, when subtype
+or params cannot be written, and nothing is written), with two exceptions, failures
+of the transport it was given: the error passed to `close(err)`, and whatever
+`write` raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["INVALID_STRING", "Conn", "ControlClosed", "ControlError", "Handler", "Write"]
+__all__ = [
+    "INVALID_STRING",
+    "Conn",
+    "ControlClosed",
+    "ControlEncodeError",
+    "ControlError",
+    "Handler",
+    "Write",
+]
 
 Write = Callable[[bytes], None]
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 _CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cancel_request"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
 
 INVALID_STRING = "control: invalid string (lone surrogate)"
 
@@ -60,12 +94,91 @@ class ControlClosed(ControlError):
         super().__init__(message)
 
 
+class ControlEncodeError(ControlError, TypeError):
+    """A request whose subtype or params cannot be written as a frame; nothing was
+    written. Also a TypeError, which is what `request` raised for it before."""
+
+
+class _Unencodable(Exception):
+    """A value the frame encoder refuses; the message says why."""
+
+
+# -- the encoder ------------------------------------------------------------------
+
+
+def _go_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _check_keys(value: object) -> None:
+    """Refuse object keys Go cannot marshal (only str and int), or int keys whose text
+    is another key of the same object. No recursion: the walk goes as deep as needed."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if id(item) in seen:
+                continue  # shared or cyclic: json.dumps judges cycles
+            seen.add(id(item))
+            names: set[str] = set()
+            for key in item:
+                if isinstance(key, str):
+                    name = key
+                elif isinstance(key, int) and not isinstance(key, bool):
+                    name = int.__repr__(key)
+                else:
+                    raise _Unencodable(f"unsupported object key type {type(key).__name__}")
+                if name in names:
+                    raise _Unencodable(f"duplicate object key {name!r}")
+                names.add(name)
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            stack.extend(item)
+
+
 def _encode(frame: dict[str, Any]) -> bytes:
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One frame as Go writes it (see the module docstring), or _Unencodable."""
+    try:
+        _check_keys(frame)
+        text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except _Unencodable:
+        raise
+    except Exception as exc:  # TypeError, ValueError, RecursionError, a container's own
+        raise _Unencodable(_error_text(exc)) from None
+    if _SURROGATE.search(text):
+        raise _Unencodable(INVALID_STRING)
+    return _GO_ESCAPED.sub(_go_escape, text).encode() + b"\n"
+
+
+# -- the decoder ------------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"not JSON: {name}")
+
+
+def _decode(line: object) -> object:
+    """The JSON value of a line; ValueError when it has none (RecursionError when it
+    nests deeper than the decoder goes)."""
+    if isinstance(line, bytes | bytearray | memoryview):
+        # UTF-8 only (json.loads would guess UTF-16 or UTF-32 from the bytes); a byte
+        # that is not UTF-8 becomes a lone surrogate, refused like an escaped one.
+        line = bytes(line).decode("utf-8", "surrogateescape")
+    if not isinstance(line, str):
+        raise ValueError(f"not a line: {type(line).__name__}")
+    return json.loads(line, parse_constant=_refuse_constant)
 
 
 def _error_text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ fails still has a name
+        text = ""
+    return text or type(exc).__name__
 
 
 def _has_lone_surrogate(value: object) -> bool:
@@ -90,7 +203,7 @@ class Conn:
     def __init__(self, write: Write) -> None:
         self._write = write
         self._ids = itertools.count(1)
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[str, asyncio.Future[Any]] = {}
         self._handlers: dict[str, Handler] = {}
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._closed = False
@@ -100,30 +213,47 @@ class Conn:
         return self._closed
 
     def set_handler(self, subtype: str, handler: Handler) -> None:
-        """Register the responder for incoming requests of `subtype`."""
+        """Register the responder for incoming requests of `subtype`.
+
+        It returns the success payload: any value the encoder writes (a dict, list,
+        str, number, bool, or None for null); raising, or returning a value the
+        encoder refuses, answers with an error response instead."""
         self._handlers[subtype] = handler
 
     # -- outgoing requests --------------------------------------------------
 
-    async def request(self, subtype: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send one control request and return the success payload of its response.
+    async def request(self, subtype: str, params: dict[str, Any] | None = None) -> Any:
+        """Send one control request and return the success payload of its response:
+        any JSON value, as decoded (`{}` when the response carries none).
 
-        Raises TypeError (nothing written) if params is not a dict or None or does
-        not encode, ControlError on an error response, ControlClosed (or the close
-        error) if the Conn is or becomes closed, and whatever `write` raised.
-        `subtype` wins over a "subtype" key in params.
+        Raises ControlEncodeError (a ControlError and a TypeError; nothing written)
+        if subtype is not a str, params is not a dict or None, or either does not
+        encode; ControlError on an error response, or when no event loop runs;
+        ControlClosed if the Conn is or becomes closed (or the error given to
+        `close`); and whatever `write` raised. `subtype` wins over a "subtype" key
+        in params.
         """
+        if not isinstance(subtype, str):
+            raise ControlEncodeError(f"control subtype must be a str, not {type(subtype).__name__}")
         if params is not None and not isinstance(params, dict):
-            raise TypeError(f"control params must be a dict or None, not {type(params).__name__}")
+            raise ControlEncodeError(
+                f"control params must be a dict or None, not {type(params).__name__}"
+            )
         if self._closed:
             raise ControlClosed()
         request_id = f"req_{next(self._ids)}"
-        body = {"subtype": subtype, **{k: v for k, v in (params or {}).items() if k != "subtype"}}
         try:
+            extra = {k: v for k, v in (params or {}).items() if k != "subtype"}
+            body = {"subtype": subtype, **extra}
             frame = _encode({"type": "control_request", "request_id": request_id, "request": body})
-        except ValueError as exc:  # a circular reference, a lone surrogate
-            raise TypeError(f"control request does not encode: {exc}") from None
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        except Exception as exc:  # _Unencodable, or a dict subclass of its own
+            raise ControlEncodeError(
+                f"control request does not encode: {_error_text(exc)}"
+            ) from None
+        try:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        except RuntimeError:
+            raise ControlError("control: request needs a running asyncio event loop") from None
         self._pending[request_id] = future  # before write: the peer may answer at once
         try:
             self._write(frame)
@@ -141,10 +271,13 @@ class Conn:
 
     # -- incoming frames ----------------------------------------------------
 
-    def handle_frame(self, line: bytes | str) -> bool:
-        """Route one line; False means it is not a control frame (pass it on)."""
+    def handle_frame(self, line: bytes | bytearray | memoryview | str) -> bool:
+        """Route one line; False means it is not a control frame (pass it on).
+
+        Never raises: what goes wrong with a control frame is answered (an error
+        response) or dropped (nobody to answer), never the caller's problem."""
         try:
-            frame = json.loads(line)
+            frame = _decode(line)
         except (ValueError, RecursionError):
             return False
         if not isinstance(frame, dict):
@@ -162,7 +295,7 @@ class Conn:
             request_id = frame.get("request_id")
             task = self._inflight.pop(request_id, None) if isinstance(request_id, str) else None
             if task is not None:
-                task.cancel()
+                _cancel(task)
         return True
 
     def _on_request(self, frame: dict[str, Any]) -> None:
@@ -184,9 +317,13 @@ class Conn:
         if handler is None:
             self._respond_error(request_id, f"Unsupported control request subtype: {subtype}")
             return
-        task = asyncio.get_running_loop().create_task(
-            self._run_handler(request_id, subtype, handler, request)
-        )
+        runner = self._run_handler(request_id, subtype, handler, request)
+        try:
+            task = asyncio.get_running_loop().create_task(runner)
+        except Exception as exc:  # no running loop (or a task factory that failed)
+            runner.close()
+            self._respond_error(request_id, f"control: cannot run the {subtype} handler: {exc}")
+            return
         self._inflight[request_id] = task
 
     async def _run_handler(
@@ -197,26 +334,24 @@ class Conn:
         except asyncio.CancelledError:
             return  # cancelled by the peer or by close(): no response at all
         except Exception as exc:
-            error: str | None = _error_text(exc)
+            error = _error_text(exc)
         else:
-            error = None
-            if result is None:
-                result = {}
-            elif not isinstance(result, dict):
-                error = f"Control handler for {subtype} returned {type(result).__name__}, not dict"
+            error = ""
         if self._inflight.get(request_id) is not asyncio.current_task():
             return  # cancelled (even if the handler swallowed it) or closed meanwhile
         del self._inflight[request_id]
-        if error is not None:
-            self._respond_error(request_id, error)
-            return
-        response = {"subtype": "success", "request_id": request_id, "response": result}
-        try:
-            payload = _encode({"type": "control_response", "response": response})
-        except (TypeError, ValueError) as exc:
-            self._respond_error(request_id, _error_text(exc))
-            return
-        self._send_bytes(payload)
+        if not error:
+            response = {"subtype": "success", "request_id": request_id, "response": result}
+            try:
+                payload = _encode({"type": "control_response", "response": response})
+            except _Unencodable as exc:
+                error = (
+                    f"Control handler for {subtype} returned a value that does not encode: {exc}"
+                )
+            else:
+                self._send_bytes(payload)
+                return
+        self._respond_error(request_id, error)
 
     def _on_response(self, response: object) -> None:
         if not isinstance(response, dict) or not isinstance(response.get("request_id"), str):
@@ -225,19 +360,14 @@ class Conn:
         if future is None or future.done():
             return
         if _has_lone_surrogate(response):
-            future.set_exception(ControlError(INVALID_STRING))
-            return
-        if response.get("subtype") == "success":
-            payload = response.get("response", {})
-            if isinstance(payload, dict):
-                future.set_result(payload)
-            else:
-                future.set_exception(ControlError("Malformed control response: payload not object"))
-            return
-        error = response.get("error")
-        if not isinstance(error, str):
-            error = "control request failed" if error is None else json.dumps(error)
-        future.set_exception(ControlError(error))
+            _settle(future, error=ControlError(INVALID_STRING))
+        elif response.get("subtype") == "success":
+            _settle(future, result=response.get("response", {}))
+        else:
+            error = response.get("error")
+            if not isinstance(error, str):
+                error = "control request failed" if error is None else json.dumps(error)
+            _settle(future, error=ControlError(error))
 
     # -- closing and writing ------------------------------------------------
 
@@ -249,10 +379,10 @@ class Conn:
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(err if err is not None else ControlClosed())
+                _settle(future, error=err if err is not None else ControlClosed())
         inflight, self._inflight = self._inflight, {}
         for task in inflight.values():
-            task.cancel()
+            _cancel(task)
 
     def _respond_error(self, request_id: str, message: str) -> None:
         if _SURROGATE.search(message):  # a handler's text: written escaped, never unencodable
@@ -261,10 +391,32 @@ class Conn:
         self._send({"type": "control_response", "response": response})
 
     def _send(self, frame: dict[str, Any]) -> None:
-        self._send_bytes(_encode(frame))
+        try:
+            payload = _encode(frame)
+        except _Unencodable:  # not reached: our own frames hold only what encodes
+            return
+        self._send_bytes(payload)
 
     def _send_bytes(self, payload: bytes) -> None:
         try:
             self._write(payload)
         except Exception:  # the peer is gone; a response has nobody left to fail
             return
+
+
+def _settle(
+    future: asyncio.Future[Any], *, result: object = None, error: BaseException | None = None
+) -> None:
+    """Complete a pending request's future; its loop may be closed meanwhile (then
+    the state is set, and only waking its waiter fails: nobody is left to wake)."""
+    with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
+def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel a handler's task; its loop may be closed meanwhile (nothing left to run)."""
+    with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+        task.cancel()

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import gc
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from simulator.control import INVALID_STRING, Conn, ControlClosed, ControlError
+from simulator.control import (
+    INVALID_STRING,
+    Conn,
+    ControlClosed,
+    ControlEncodeError,
+    ControlError,
+)
 
 
 async def settle(rounds: int = 10) -> None:
@@ -172,8 +181,9 @@ def test_bad_params_raise_type_error_before_writing(params: Any) -> None:
     async def main() -> None:
         out: list[bytes] = []
         conn = Conn(out.append)
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as info:
             await conn.request("x", params)
+        assert isinstance(info.value, ControlEncodeError)
         assert out == []
 
     run(main)
@@ -216,7 +226,7 @@ def test_handler_sees_request_and_payload_returns_to_requester() -> None:
     run(main)
 
 
-def test_none_result_and_missing_response_give_empty_dict() -> None:
+def test_none_result_is_null_and_missing_response_gives_empty_dict() -> None:
     async def main() -> None:
         a, b, _, b_out = linked()
 
@@ -224,8 +234,11 @@ def test_none_result_and_missing_response_give_empty_dict() -> None:
             return None
 
         b.set_handler("interrupt", handler)
-        assert await a.request("interrupt") == {}
-        assert json.loads(b_out[0])["response"]["response"] == {}
+        assert await a.request("interrupt") is None  # Go marshals a nil result as null
+        assert b_out == [
+            b'{"type":"control_response","response":{"subtype":"success","request_id":"req_1",'
+            b'"response":null}}\n'
+        ]
 
         out: list[bytes] = []
         conn = Conn(out.append)
@@ -258,22 +271,6 @@ def test_handler_exception_becomes_control_error_on_requester() -> None:
         with pytest.raises(ControlError) as info:
             await a.request("silent")
         assert info.value.message == "KeyError"
-
-    run(main)
-
-
-def test_non_dict_result_is_an_error_naming_the_type() -> None:
-    async def main() -> None:
-        a, b, _, _ = linked()
-
-        async def handler(request: dict[str, Any]) -> int:
-            return 42
-
-        b.set_handler("bad", handler)
-        with pytest.raises(ControlError) as info:
-            await a.request("bad")
-        assert "int" in info.value.message
-        assert "bad" in info.value.message
 
     run(main)
 
@@ -744,8 +741,11 @@ def test_handler_error_text_with_a_lone_surrogate_is_written_escaped() -> None:
             b'{"type":"control_response","response":{"subtype":"error","request_id":"h1",'
             b'"error":"bad \\\\ud800 text"}}\n'
         )
-        second = json.loads(out[1])["response"]
-        assert second["subtype"] == "error" and "surrogates not allowed" in second["error"]
+        assert out[1] == (
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"h2",'
+            b'"error":"Control handler for returns returned a value that does not encode: '
+            b'control: invalid string (lone surrogate)"}}\n'
+        )
 
     run(main)
 
@@ -887,5 +887,716 @@ def test_close_is_idempotent_and_frames_after_close_do_nothing() -> None:
         with pytest.raises(ControlClosed):
             await conn.request("y")
         assert len(out) == 1
+
+    run(main)
+
+
+# -- any JSON value as a payload (handlers and requesters) ----------------------------
+
+RESULTS_AND_BYTES = [
+    ([1, "a", None, {"k": []}], b'[1,"a",null,{"k":[]}]'),
+    ((1, 2), b"[1,2]"),
+    ([], b"[]"),
+    ("text", b'"text"'),
+    ("", b'""'),
+    (42, b"42"),
+    (-7, b"-7"),
+    (1.5, b"1.5"),
+    (True, b"true"),
+    (False, b"false"),
+    (None, b"null"),
+]
+
+
+@pytest.mark.parametrize(("result", "encoded"), RESULTS_AND_BYTES)
+def test_a_handler_may_return_any_json_value(result: Any, encoded: bytes) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def handler(request: dict[str, Any]) -> Any:
+            return result
+
+        conn.set_handler("value", handler)
+        assert conn.handle_frame(request_line("v1", "value")) is True
+        await settle()
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"success","request_id":"v1",'
+            b'"response":' + encoded + b"}}\n"
+        ]
+
+    run(main)
+
+
+@pytest.mark.parametrize("payload", [[1, 2], [], "ok", "", 3, 2.5, True, False, None])
+def test_a_non_object_success_payload_is_returned_as_it_is(payload: Any) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        task = asyncio.create_task(conn.request("x"))
+        await settle()
+        assert conn.handle_frame(success_line("req_1", payload)) is True
+        assert await task == payload
+        assert type(await task) is type(payload)
+
+    run(main)
+
+
+def test_non_object_payloads_round_trip_between_conns() -> None:
+    async def main() -> None:
+        a, b, _, _ = linked()
+
+        async def echo_value(request: dict[str, Any]) -> Any:
+            return request["value"]
+
+        b.set_handler("echo", echo_value)
+        for value in ([1, [2, {"x": None}]], "s", 0, -1.25, True, None):
+            assert await a.request("echo", {"value": value}) == value
+
+    run(main)
+
+
+def test_int_keys_are_written_as_their_text_as_go_writes_map_int() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def handler(request: dict[str, Any]) -> Any:
+            return {1: "a", -2: {3: True}}
+
+        conn.set_handler("ints", handler)
+        conn.handle_frame(request_line("i1", "ints"))
+        task = asyncio.create_task(conn.request("x", {7: "seven"}))
+        await settle()
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"success","request_id":"i1",'
+            b'"response":{"1":"a","-2":{"3":true}}}}\n',
+            b'{"type":"control_request","request_id":"req_1",'
+            b'"request":{"subtype":"x","7":"seven"}}\n',
+        ]
+        task.cancel()
+        await settle()
+
+    run(main)
+
+
+# -- frames escaped as Go's encoding/json escapes them --------------------------------
+
+
+def test_request_frames_are_go_escaped() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        params = {"html": "<b>&</b>", "seps": "\u2028|\u2029", "u": "é😀", "<k&>": "\n\t\x01"}
+        task = asyncio.create_task(conn.request("say<&>", params))
+        await settle()
+        assert out == [
+            b'{"type":"control_request","request_id":"req_1","request":{'
+            b'"subtype":"say\\u003c\\u0026\\u003e",'
+            b'"html":"\\u003cb\\u003e\\u0026\\u003c/b\\u003e",'
+            b'"seps":"\\u2028|\\u2029",'
+            b'"u":"\xc3\xa9\xf0\x9f\x98\x80",'
+            b'"\\u003ck\\u0026\\u003e":"\\n\\t\\u0001"}}\n'
+        ]
+        task.cancel()
+        await settle()
+
+    run(main)
+
+
+def test_response_frames_are_go_escaped() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def returns(request: dict[str, Any]) -> Any:
+            return {"a<b": "x>y & z\u2029"}
+
+        async def raises(request: dict[str, Any]) -> None:
+            raise ValueError("<script>&\u2028")
+
+        conn.set_handler("returns", returns)
+        conn.set_handler("raises", raises)
+        conn.handle_frame(request_line("e1", "returns"))
+        conn.handle_frame(request_line("e2", "raises"))
+        conn.handle_frame(request_line("e3", "<nope>"))
+        await settle()
+        assert sorted(out) == sorted(
+            [
+                b'{"type":"control_response","response":{"subtype":"success","request_id":"e1",'
+                b'"response":{"a\\u003cb":"x\\u003ey \\u0026 z\\u2029"}}}\n',
+                b'{"type":"control_response","response":{"subtype":"error","request_id":"e2",'
+                b'"error":"\\u003cscript\\u003e\\u0026\\u2028"}}\n',
+                b'{"type":"control_response","response":{"subtype":"error","request_id":"e3",'
+                b'"error":"Unsupported control request subtype: \\u003cnope\\u003e"}}\n',
+            ]
+        )
+
+    run(main)
+
+
+def test_request_ids_are_go_escaped_when_written_back() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        assert conn.handle_frame(request_line("<id&>", "nope")) is True
+        await settle()
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"error",'
+            b'"request_id":"\\u003cid\\u0026\\u003e",'
+            b'"error":"Unsupported control request subtype: nope"}}\n'
+        ]
+
+    run(main)
+
+
+# -- nothing escapes handle_frame; request raises ControlError for what it is told -----
+
+
+def _deep(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _cyclic() -> list[Any]:
+    value: list[Any] = []
+    value.append(value)
+    return value
+
+
+class _Opaque:
+    pass
+
+
+UNENCODABLE = [
+    pytest.param({1, 2}, id="set"),
+    pytest.param({"a": frozenset()}, id="nested-frozenset"),
+    pytest.param(float("nan"), id="nan"),
+    pytest.param({"x": float("inf")}, id="inf"),
+    pytest.param([float("-inf")], id="-inf"),
+    pytest.param({(1,): 2}, id="tuple-key"),
+    pytest.param({1.5: "a"}, id="float-key"),
+    pytest.param({True: 1}, id="bool-key"),
+    pytest.param({None: 1}, id="none-key"),
+    pytest.param({1: "a", "1": "b"}, id="int-key-clash"),
+    pytest.param(_Opaque(), id="object"),
+    pytest.param(b"bytes", id="bytes"),
+    pytest.param(_cyclic(), id="cycle"),
+    pytest.param(_deep(100_000), id="deep"),
+    pytest.param({"t": "\udc00"}, id="lone-surrogate"),
+    pytest.param({"\ud800": 1}, id="lone-surrogate-key"),
+]
+
+
+def assert_go_frame(frame: bytes) -> Any:
+    """One line of strict JSON (UTF-8, no NaN), with nothing Go would have escaped."""
+    assert frame.endswith(b"\n") and frame.count(b"\n") == 1
+    text = frame.decode("utf-8")  # strict: a lone surrogate does not encode
+    for char in "<>&\u2028\u2029":
+        assert char not in text
+    value = json.loads(text, parse_constant=_no_constant)
+    assert isinstance(value, dict)
+    compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char in "<>&\u2028\u2029":
+        compact = compact.replace(char, f"\\u{ord(char):04x}")
+    assert compact + "\n" == text  # compact, keys in the order written
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise AssertionError(f"not JSON: {name}")
+
+
+@pytest.mark.parametrize("result", UNENCODABLE)
+def test_a_result_that_does_not_encode_gets_an_error_response(result: Any) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def bad(request: dict[str, Any]) -> Any:
+            return result
+
+        conn.set_handler("bad", bad)
+        assert conn.handle_frame(request_line("b1", "bad")) is True
+        await settle()
+        gc.collect()
+        await settle()
+        assert errors == []
+        assert len(out) == 1
+        response = assert_go_frame(out[0])["response"]
+        assert response["subtype"] == "error" and response["request_id"] == "b1"
+        assert response["error"].startswith(
+            "Control handler for bad returned a value that does not encode: "
+        )
+
+    run(main)
+
+
+def test_an_exception_whose_str_fails_still_gets_an_error_response() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def handler(request: dict[str, Any]) -> None:
+            raise Unprintable
+
+        conn.set_handler("u", handler)
+        conn.handle_frame(request_line("u1", "u"))
+        await settle()
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"u1",'
+            b'"error":"Unprintable"}}\n'
+        ]
+
+    run(main)
+
+
+def test_a_handler_that_is_not_async_gets_an_error_response() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        conn.set_handler("sync", lambda request: {"not": "awaitable"})  # type: ignore[arg-type,return-value]
+        conn.handle_frame(request_line("s1", "sync"))
+        await settle()
+        response = assert_go_frame(out[0])["response"]
+        assert response["subtype"] == "error" and response["request_id"] == "s1"
+
+    run(main)
+
+
+def test_a_request_arriving_where_no_loop_runs_is_answered_with_an_error() -> None:
+    out: list[bytes] = []
+    conn = Conn(out.append)
+
+    async def handler(request: dict[str, Any]) -> Any:
+        raise AssertionError("not called")
+
+    conn.set_handler("x", handler)
+    assert conn.handle_frame(request_line("n1", "x")) is True
+    assert conn.handle_frame(line({"type": "control_cancel_request", "request_id": "n1"}))
+    assert conn.handle_frame(success_line("req_1", {}))
+    assert out == [
+        b'{"type":"control_response","response":{"subtype":"error","request_id":"n1",'
+        b'"error":"control: cannot run the x handler: no running event loop"}}\n'
+    ]
+
+
+def test_frames_for_a_closed_loop_never_raise() -> None:
+    """A request (and a handler) left pending on a loop that has been closed since."""
+    out: list[bytes] = []
+    conn = Conn(out.append)
+
+    async def slow(request: dict[str, Any]) -> Any:
+        await asyncio.sleep(10)
+
+    conn.set_handler("slow", slow)
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _loop, context: None)  # the tasks die pending
+    pending = [loop.create_task(conn.request("x")) for _ in range(2)]
+    loop.call_soon(conn.handle_frame, request_line("h1", "slow"))
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert len(out) == 2  # the two requests; the handler sleeps
+    loop.close()
+    assert conn.handle_frame(success_line("req_1", {"late": True})) is True
+    assert conn.handle_frame(line({"type": "control_cancel_request", "request_id": "h1"}))
+    conn.close()  # req_2 and any handler left
+    assert conn.closed
+    del pending
+    gc.collect()
+
+
+UNENCODABLE_PARAMS = [
+    pytest.param("x", {"s": {1}}, id="set"),
+    pytest.param("x", {(1,): 2}, id="tuple-key"),
+    pytest.param("x", {1.5: 2}, id="float-key"),
+    pytest.param("x", {"f": float("nan")}, id="nan"),
+    pytest.param("x", {"f": [float("inf")]}, id="inf"),
+    pytest.param("x", {"o": _Opaque()}, id="object"),
+    pytest.param("x", {"d": _deep(100_000)}, id="deep"),
+    pytest.param("x", {"c": _cyclic()}, id="cycle"),
+    pytest.param("x", {"t": "\udfff"}, id="lone-surrogate"),
+    pytest.param("x\ud800", None, id="lone-surrogate-subtype"),
+    pytest.param(5, None, id="int-subtype"),
+    pytest.param(None, {}, id="none-subtype"),
+    pytest.param("x", ["a"], id="list-params"),
+    pytest.param("x", 0, id="int-params"),
+]
+
+
+@pytest.mark.parametrize(("subtype", "params"), UNENCODABLE_PARAMS)
+def test_a_request_that_does_not_encode_raises_control_encode_error(
+    subtype: Any, params: Any
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        with pytest.raises(ControlEncodeError) as info:
+            await conn.request(subtype, params)
+        assert isinstance(info.value, ControlError) and isinstance(info.value, TypeError)
+        assert info.value.message == str(info.value) and info.value.message.startswith("control")
+        assert out == []
+        assert conn.handle_frame(success_line("req_1", {})) is True  # nothing left pending
+        # The Conn still works.
+        task = asyncio.create_task(conn.request("ok"))
+        await settle()
+        conn.handle_frame(success_line(ids_of(out)[0], [1]))
+        assert await task == [1]
+
+    run(main)
+
+
+def test_a_request_where_no_loop_runs_raises_control_error() -> None:
+    out: list[bytes] = []
+    conn = Conn(out.append)
+    coroutine = conn.request("x")
+    with pytest.raises(ControlError, match="running asyncio event loop"):
+        coroutine.send(None)
+    assert out == []
+
+
+# -- lines that are not Go's JSON, or not UTF-8 -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"type":"control_cancel_request","request_id":"r1","x":NaN}',
+        '{"type":"control_cancel_request","x":Infinity}',
+        b'{"type":"control_response","response":{"request_id":"req_1","n":-Infinity}}',
+        json.dumps({"type": "control_cancel_request"}).encode("utf-16"),
+        json.dumps({"type": "control_cancel_request"}).encode("utf-32"),
+        json.dumps({"type": "control_cancel_request"}).encode("utf-16-le"),
+        b"\xef\xbb\xbf" + json.dumps({"type": "control_cancel_request"}).encode(),
+        b'{"type":"control_request\xff","request_id":"r1","request":{"subtype":"x"}}',
+        None,
+        42,
+        ["control_request"],
+    ],
+)
+def test_lines_go_would_not_decode_are_not_control_frames(text: Any) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        assert conn.handle_frame(text) is False
+        await settle()
+        assert out == []
+
+    run(main)
+
+
+def test_bytes_that_are_not_utf8_in_a_control_frame_are_refused_as_lone_surrogates() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+
+        async def known(request: dict[str, Any]) -> Any:
+            raise AssertionError("not called")
+
+        conn.set_handler("known", known)
+        frame = b'{"type":"control_request","request_id":"b1","request":{"subtype":"known",'
+        assert conn.handle_frame(frame + b'"t":"\xff\xfe"}}') is True
+        assert conn.handle_frame(frame + b'"t":"\xed\xa0\x80"}}') is True  # an encoded surrogate
+        bad_id = b'{"type":"control_request","request_id":"\xc3","request":{"subtype":"known"}}'
+        assert conn.handle_frame(bad_id) is True
+        await settle()
+        expected = (
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"b1",'
+            b'"error":"control: invalid string (lone surrogate)"}}\n'
+        )
+        assert out == [expected, expected]
+
+        task = asyncio.create_task(conn.request("x"))
+        await settle()
+        response = b'{"type":"control_response","response":{"subtype":"success",'
+        assert conn.handle_frame(response + b'"request_id":"req_1","response":"\x80"}}') is True
+        with pytest.raises(ControlError) as info:
+            await task
+        assert info.value.message == INVALID_STRING
+
+    run(main)
+
+
+def test_bytearray_and_memoryview_lines_are_read_as_bytes() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        assert conn.handle_frame(bytearray(request_line("a1", "nope"))) is True
+        assert conn.handle_frame(memoryview(request_line("a2", "nope"))) is True
+        await settle()
+        assert ids_of(out) == ["a1", "a2"]
+
+    run(main)
+
+
+# -- properties ----------------------------------------------------------------------
+
+_SPECIAL = st.sampled_from(list('<>&"\\\n\t\x00\x1f\x7f\u2028\u2029é\U0001f600'))
+_SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
+TEXT = st.text(st.one_of(st.characters(), _SPECIAL, _SURROGATES), max_size=6)
+"""Any str, lone surrogates and what Go escapes included."""
+CLEAN_TEXT = st.text(st.one_of(st.characters(codec="utf-8"), _SPECIAL), max_size=6)
+"""Any str that UTF-8 can encode."""
+
+_NAMES = st.sampled_from(
+    [
+        "control_request",
+        "control_response",
+        "control_cancel_request",
+        "success",
+        "error",
+        "echo",
+        "value",
+        "raises",
+        "slow",
+        "nope",
+        "r1",
+        "req_1",
+        "req_2",
+    ]
+)
+_KEYS = st.sampled_from(["type", "request_id", "subtype", "request", "response", "error"])
+_LEAVES = st.one_of(
+    _NAMES,
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    TEXT,
+)
+JSON = st.recursive(
+    _LEAVES,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_KEYS | TEXT, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+"""JSON values, keys and strings drawn among the channel's own names."""
+CLEAN_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | CLEAN_TEXT,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(CLEAN_TEXT, children, max_size=3)
+    ),
+    max_leaves=8,
+)
+"""JSON values that UTF-8 can encode."""
+
+_REQUEST_BODY = st.fixed_dictionaries(
+    {}, optional={"subtype": _NAMES | JSON, "x": JSON, "request_id": JSON}
+)
+_RESPONSE_BODY = st.fixed_dictionaries(
+    {},
+    optional={
+        "subtype": st.sampled_from(["success", "error"]) | JSON,
+        "request_id": st.sampled_from(["req_1", "req_2", "req_3"]) | JSON,
+        "response": JSON,
+        "error": JSON,
+    },
+)
+FRAMES = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": _NAMES | JSON,
+        "request_id": _NAMES | JSON,
+        "request": _REQUEST_BODY | JSON,
+        "response": _RESPONSE_BODY | JSON,
+        "subtype": JSON,
+    },
+)
+"""JSON objects with the control keys, each of any JSON type or a likely value."""
+
+
+def _as_line(value: Any, ascii_only: bool, as_bytes: bool) -> bytes | str:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    # A lone surrogate, unescaped, as the three bytes UTF-8 would give it (not UTF-8).
+    return text.encode("utf-8", "surrogatepass") if as_bytes else text
+
+
+def lines_of(values: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes | str]:
+    return st.builds(_as_line, values, st.booleans(), st.booleans())
+
+
+_DEEP = st.builds(
+    lambda depth, opener: (
+        '{"type":"control_request","request_id":"deep","request":{"subtype":"echo","x":'
+        + opener * depth
+        + ("]" if opener == "[" else "}") * depth
+        + "}}"
+    ),
+    st.integers(1, 3000),
+    st.sampled_from(["[", '{"a":']),
+)
+LINES = st.one_of(
+    lines_of(FRAMES),
+    lines_of(JSON),
+    st.text(),
+    st.binary(),
+    _DEEP,
+)
+"""Any line: frames and JSON of every shape, text, bytes, nesting past the decoder."""
+
+RESULTS = st.one_of(
+    JSON,
+    st.sampled_from(
+        [{1, 2}, float("nan"), float("inf"), {(1,): 2}, {1.5: 0}, _Opaque(), b"x", _cyclic()]
+    ),
+    st.dictionaries(st.integers(), JSON, max_size=2),
+)
+"""What a handler may return: JSON values, and values the encoder must refuse."""
+
+
+def install_handlers(conn: Conn, results: list[Any], messages: list[str]) -> None:
+    async def echo(request: dict[str, Any]) -> Any:
+        return request
+
+    async def value(request: dict[str, Any]) -> Any:
+        return results.pop() if results else None
+
+    async def raises(request: dict[str, Any]) -> None:
+        raise ValueError(messages.pop() if messages else "")
+
+    async def slow(request: dict[str, Any]) -> Any:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return request.get("x")
+
+    for name, handler in (("echo", echo), ("value", value), ("raises", raises), ("slow", slow)):
+        conn.set_handler(name, handler)
+
+
+@given(
+    lines=st.lists(LINES, max_size=6),
+    results=st.lists(RESULTS, max_size=3),
+    messages=st.lists(TEXT, max_size=2),
+)
+def test_handle_frame_never_raises_and_writes_only_go_frames(
+    lines: list[bytes | str], results: list[Any], messages: list[str]
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        install_handlers(conn, list(results), list(messages))
+        pending = [asyncio.ensure_future(conn.request("q")) for _ in range(2)]  # req_1, req_2
+        await settle(2)
+        for text in lines:
+            assert conn.handle_frame(text) in (True, False)
+        await settle()
+        for frame in out:
+            assert_go_frame(frame)
+        conn.close()
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        for outcome in outcomes:
+            assert not isinstance(outcome, BaseException) or isinstance(outcome, ControlError)
+
+    run(main)
+    # And where no loop runs at all.
+    out: list[bytes] = []
+    conn = Conn(out.append)
+    install_handlers(conn, list(results), list(messages))
+    for text in lines:
+        assert conn.handle_frame(text) in (True, False)
+    for frame in out:
+        assert_go_frame(frame)
+
+
+_REQUEST_FRAMES = st.builds(
+    lambda request_id, request: {
+        "type": "control_request",
+        "request_id": request_id,
+        "request": request,
+    },
+    st.sampled_from(["a", "b", "<&>"]) | CLEAN_TEXT,
+    st.one_of(
+        st.fixed_dictionaries(
+            {"subtype": st.sampled_from(["echo", "value", "raises", "slow", "nope"])},
+            optional={"x": JSON},
+        ),
+        _REQUEST_BODY,
+        JSON,
+    ),
+)
+"""control_request frames with a request_id we can write back (no lone surrogate),
+most of them for a handler."""
+_NOISE = st.one_of(
+    lines_of(
+        st.fixed_dictionaries({"type": st.just("control_response"), "response": _RESPONSE_BODY})
+    ),
+    lines_of(JSON),
+    st.text(max_size=10),
+    st.binary(max_size=10),
+)
+"""Lines that are neither requests nor cancellations."""
+
+
+@given(
+    frames=st.lists(st.tuples(_REQUEST_FRAMES, st.booleans(), st.booleans()), max_size=6),
+    noise=st.lists(_NOISE, max_size=3),
+    results=st.lists(RESULTS, max_size=8),
+    messages=st.lists(TEXT, max_size=3),
+)
+def test_every_request_with_a_string_id_gets_exactly_one_response(
+    frames: list[tuple[dict[str, Any], bool, bool]],
+    noise: list[bytes | str],
+    results: list[Any],
+    messages: list[str],
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        install_handlers(conn, list(results), list(messages))
+        expected = collections.Counter(frame["request_id"] for frame, _, _ in frames)
+        lines = [_as_line(frame, ascii_only, as_bytes) for frame, ascii_only, as_bytes in frames]
+        for index, text in enumerate(noise):
+            lines.insert(index * 3, text)
+        for text in lines:
+            conn.handle_frame(text)
+        await settle(20)
+        responses = [assert_go_frame(frame) for frame in out]
+        assert all(r["type"] == "control_response" for r in responses)
+        assert collections.Counter(r["response"]["request_id"] for r in responses) == expected
+
+    run(main)
+
+
+@given(
+    subtype=TEXT,
+    params=st.none() | st.dictionaries(TEXT | st.integers() | _KEYS, RESULTS, max_size=4),
+    payload=CLEAN_JSON,
+)
+def test_request_writes_one_go_frame_or_raises_control_encode_error(
+    subtype: str, params: dict[Any, Any] | None, payload: Any
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        task = asyncio.ensure_future(conn.request(subtype, params))
+        await settle(2)
+        if task.done():
+            with pytest.raises(ControlEncodeError):
+                task.result()
+            assert out == []
+            return
+        assert len(out) == 1
+        frame = assert_go_frame(out[0])
+        body = {"subtype": subtype, **{k: v for k, v in (params or {}).items() if k != "subtype"}}
+        assert frame == {
+            "type": "control_request",
+            "request_id": "req_1",
+            "request": json.loads(json.dumps(body)),
+        }
+        assert conn.handle_frame(success_line("req_1", payload)) is True
+        assert await task == payload
 
     run(main)

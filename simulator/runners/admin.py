@@ -123,4 +123,5 @@ class Approvals:
         except ControlError as err:
             self._channel.deliver("_answered", approve=False, reason=err.message)
             return
-        self._channel.deliver("_answered", approve=answer.get("approve") is True, reason="")
+        approve = isinstance(answer, dict) and answer.get("approve") is True
+        self._channel.deliver("_answered", approve=approve, reason="")

@@ -297,7 +297,11 @@ class Sim:
 
 
 def compact(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON as Go writes it: ``<``, ``>``, ``&``, U+2028 and U+2029 escaped."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    for char in "<>&\u2028\u2029":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text.encode()
 
 
 def reference_lines(
