@@ -269,6 +269,20 @@ class Conn:
         finally:
             self._pending.pop(request_id, None)
 
+    def withdraw(self) -> list[str]:
+        """Withdraw every request still waiting for its response, now: its
+        control_cancel_request is written before this returns (not when the waiting
+        task next runs), and the waiting `request` raises CancelledError. Returns the
+        ids withdrawn. A caller about to write its last word uses it, so that nothing
+        of the channel comes after that."""
+        pending, self._pending = self._pending, {}
+        for request_id, future in pending.items():
+            if not self._closed:
+                self._send({"type": "control_cancel_request", "request_id": request_id})
+            with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+                future.cancel()
+        return list(pending)
+
     # -- incoming frames ----------------------------------------------------
 
     def handle_frame(self, line: bytes | bytearray | memoryview | str) -> bool:

@@ -173,6 +173,28 @@ def test_cancel_frame_bytes_when_requester_is_cancelled() -> None:
     run(main)
 
 
+def test_withdraw_writes_the_cancel_frames_before_it_returns() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        tasks = [asyncio.create_task(conn.request(name)) for name in ("a", "b")]
+        await settle()
+        assert conn.withdraw() == ["req_1", "req_2"]
+        assert out[2:] == [  # written at once, not when the tasks next run
+            b'{"type":"control_cancel_request","request_id":"req_1"}\n',
+            b'{"type":"control_cancel_request","request_id":"req_2"}\n',
+        ]
+        for task in tasks:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert len(out) == 4  # no second cancel frame as the tasks end
+        assert conn.withdraw() == []
+        assert conn.handle_frame(success_line("req_1", {})) is True  # late: ignored
+        assert len(out) == 4
+
+    run(main)
+
+
 # -- requests -------------------------------------------------------------------
 
 

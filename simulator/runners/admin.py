@@ -101,7 +101,7 @@ class Approvals:
         self._task: asyncio.Task[None] | None = None
 
     async def settle(self) -> None:
-        """Let a cancelled request send its control_cancel_request before the end."""
+        """Let a cancelled request's task end before the channel closes."""
         if self._task is not None:
             self._task.cancel()  # a no-op when it is done; the session is over either way
             await asyncio.gather(self._task, return_exceptions=True)
@@ -111,6 +111,10 @@ class Approvals:
             self._task = asyncio.get_running_loop().create_task(self._ask(effect))
             return True
         if isinstance(effect, CancelApproval):
+            # The request is withdrawn at once: its control_cancel_request comes before
+            # the event that ends login (nothing follows done), not when the task runs.
+            for conn in self._conns:
+                conn.withdraw()
             if self._task is not None:
                 self._task.cancel()
             return True

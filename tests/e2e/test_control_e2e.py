@@ -16,6 +16,7 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -874,6 +875,30 @@ def test_login_times_out_and_cancels_the_stdio_request(tmp_path: Path) -> None:
         cancel = sim.next_frame()
         assert cancel == {"type": "control_cancel_request", "request_id": request["request_id"]}
         assert sim.wait() == 0
+        assert_nothing_follows_done(sim, request["request_id"])
+
+
+def assert_nothing_follows_done(sim: Sim, request_id: str) -> None:
+    """The withdrawn request's cancel frame came before the done event, the last line."""
+    sim.rest()
+    cancel = compact({"type": "control_cancel_request", "request_id": request_id}) + b"\n"
+    assert json.loads(sim.lines[-1])["done"] is True, sim.lines[-3:]
+    assert sim.lines[-2] == cancel, sim.lines[-3:]
+
+
+@pytest.mark.parametrize("how", ["quit", "SIGTERM"])
+def test_quit_while_the_peer_decides_withdraws_the_request_before_done(
+    tmp_path: Path, how: str
+) -> None:
+    with Sim.start("login", speed=1, scenario=approver_scenario(tmp_path, auth_timeout=30)) as sim:
+        _, request = reach_authorize(sim)
+        if how == "quit":
+            sim.send({"type": "quit"})
+        else:
+            sim.popen.send_signal(signal.SIGTERM)
+        assert sim.until_done()["vm"]["state"] == "waiting"
+        assert sim.wait() == 0
+        assert_nothing_follows_done(sim, request["request_id"])
 
 
 def test_an_authorize_answer_holding_a_lone_surrogate_fails_the_login(tmp_path: Path) -> None:
