@@ -211,6 +211,7 @@ def start(
     speed: float = 1.0,
     home: str | os.PathLike[str] | None = None,
     project: str | os.PathLike[str] | None = None,
+    ignore_faults: bool = False,
 ) -> SimSession:
     """Start ``zread <command> *args --stdio`` in virtual time.
 
@@ -220,8 +221,25 @@ def start(
     directory whose ``.zread/wiki`` the wiki is written into), the session reads and
     writes zread's files there, as the process does; ``home`` alone is both. Without
     either, nothing is written anywhere.
+
+    A scenario with transport faults (``[[faults]]``: an exit, a hang, noise on
+    stdout...) is refused with a :class:`~simulator.scenario.ScenarioError` naming
+    them: they happen to a process's streams, which a session in virtual time does not
+    have (``zread_bin`` plays them). ``ignore_faults=True`` plays the scenario's events
+    without them.
     """
     from simulator.launch import build_session
+    from simulator.scenario import ScenarioError, load_scenario
+
+    if isinstance(scenario, str):
+        scenario = load_scenario(scenario)
+    if scenario.faults and not ignore_faults:
+        kinds = ", ".join(sorted({fault.kind for fault in scenario.faults}))
+        raise ScenarioError(
+            f"scenario {scenario.name!r} has transport faults ({kinds}), which only a "
+            "process plays: use zread_bin, or start(..., ignore_faults=True) for its "
+            "events without them"
+        )
 
     store = None
     where = project if project is not None else home
@@ -264,6 +282,7 @@ class ZreadSim:
         scenario: str | Scenario = "default",
         seed: int = 0,
         speed: float = 1.0,
+        ignore_faults: bool = False,
     ) -> SimSession:
         """Start ``zread <command> *args --stdio`` in virtual time (see :func:`start`)."""
         session = start(
@@ -274,6 +293,7 @@ class ZreadSim:
             speed=speed,
             home=self.home,
             project=self.project,
+            ignore_faults=ignore_faults,
         )
         self.sessions.append(session)
         return session

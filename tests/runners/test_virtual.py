@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from simulator.runners.virtual import SimSession, SimulationError, TranscriptLine, ZreadSim, start
-from simulator.scenario import builtin_names, load_scenario
+from simulator.scenario import ScenarioError, builtin_names, load_scenario
 from simulator.tools.client import ReferenceClient
 
 COMMANDS: list[tuple[str, ...]] = [
@@ -417,7 +417,7 @@ def test_quit_is_accepted_in_every_state(argv: tuple[str, ...], scenario: str, s
 @pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
 def test_a_well_behaved_client_has_no_violations_in_any_scenario(argv: tuple[str, ...]) -> None:
     for name in builtin_names():
-        with start(*argv, scenario=name, seed=7) as session:
+        with start(*argv, scenario=name, seed=7, ignore_faults=True) as session:
             done = drive(session)
             assert done["done"] is True
             assert not session.violations, (name, [str(v) for v in session.violations])
@@ -510,3 +510,17 @@ def test_an_api_key_is_shown_in_the_events_but_never_in_the_record() -> None:
         assert "sk-sim-" not in text  # the scenario's own key, shown at start
     assert "***" in record[0]
     assert sim.session.snapshot()["vm"]["fields"][8]["value"] == "***"
+
+
+@pytest.mark.parametrize("name", ["hang", "crash", "noisy"])
+def test_a_scenario_with_transport_faults_is_refused_naming_them(name: str) -> None:
+    kinds = sorted({fault.kind for fault in load_scenario(name).faults})
+    with pytest.raises(ScenarioError, match=rf"{name}.*\({', '.join(kinds)}\).*zread_bin"):
+        start("generate", "-y", scenario=name)
+    with pytest.raises(ScenarioError, match="transport faults"):
+        ZreadSim().start("generate", scenario=load_scenario(name))
+
+
+def test_ignore_faults_plays_the_events_without_them() -> None:
+    with start("generate", "-y", scenario="hang", speed=0, ignore_faults=True) as session:
+        assert session.wait_done()["vm"]["state"] == "done"
