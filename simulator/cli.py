@@ -8,13 +8,14 @@ run it in-process.
 One program, two names. Invoked as ``zread`` (``argv[0]``'s basename, or ``prog=``) it
 is the drop-in: zread's six commands, zread's help, errors naming ``zread``. Invoked
 under any other name it is ``zread-sim``, which adds its own commands (``scenarios``,
-``load``, ``install``) and lists the simulator options in its help. Both accept the
+``load``, ``install``, ``journal``) and lists the simulator options in its help. Both accept the
 simulator options after a command.
 
 Every simulator option is also an environment variable, so a client that spawns plain
 ``zread ...`` can be steered: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
 ``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_PROJECT``, ``ZREAD_SIM_FILES``,
-``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``. A flag beats its variable. ``zread-sim
+``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``, ``ZREAD_SIM_JOURNAL``. A flag beats its
+variable. ``zread-sim
 install DIR`` bakes options into a ``DIR/zread`` script as defaults of those variables
 (``simulator.hosts.executable``), for clients that strip their child's environment.
 
@@ -37,11 +38,15 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, Any, BinaryIO, NoReturn, Protocol
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol
 
 from simulator.core.errors import ConfigurationError
 from simulator.launch import add_zread_flags, build_session, flags_of
 from statecharts import COMMANDS
+
+if TYPE_CHECKING:
+    from simulator.hosts.journal import JournalWriter
+    from simulator.scenario import Scenario
 
 __all__ = ["ExitCode", "main"]
 
@@ -133,6 +138,7 @@ _ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "files": ("ZREAD_SIM_FILES", "1", _switch),
     "control": ("ZREAD_SIM_CONTROL", "", str),
     "frame": ("ZREAD_SIM_FRAME", "0", _switch),
+    "journal": ("ZREAD_SIM_JOURNAL", "", str),
 }
 """option -> (variable, default, parser): what an option falls back to when not given."""
 
@@ -202,6 +208,12 @@ def _add_simulator_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="write events as clijson chunks, the last one also framed (ZREAD_SIM_FRAME=1)",
     )
+    parser.add_argument(
+        "--journal",
+        metavar="FILE",
+        default=None,
+        help="append a JSON line per line read, event and exit to FILE (ZREAD_SIM_JOURNAL)",
+    )
 
 
 # -- the help -----------------------------------------------------------------------------
@@ -219,6 +231,7 @@ _SHORT = {
 
 _SIMULATOR_SHORT = {
     "install": "Write a zread executable with simulator options baked in",
+    "journal": "Print a --journal file; exit 1 when it holds the client's mistakes",
     "load": "Run many sessions at once and measure (see: load --help)",
     "scenarios": "List the built-in scenarios, or show one",
 }
@@ -250,6 +263,11 @@ _LONG = {
     "here baked in as defaults: a ZREAD_SIM_* variable set when it runs overrides a baked\n"
     "option, and a flag on its command line overrides both. It needs no variable, so a\n"
     "client that strips its child's environment is steered anyway.",
+    "journal": "Print a file written by --journal (ZREAD_SIM_JOURNAL), one line per entry,\n"
+    "grouped per process, and each mistake of the client: a line out of turn, bad JSON\n"
+    "or params, an internal (_) command, anything after done, a client gone before it\n"
+    "read done, a process ended by a signal instead of quit. Exits 1 when there is one,\n"
+    "0 when there is none, 2 when the file cannot be read.",
     "load": _SIMULATOR_SHORT["load"] + ".",
     "scenarios": "List the built-in scenarios, or show one as TOML.",
 }
@@ -257,13 +275,14 @@ _LONG = {
 _USE = {
     "help": "help [command]",
     "install": "install DIR",
+    "journal": "journal FILE",
     "load": "load COMMAND",
     "scenarios": "scenarios [list|show NAME]",
 }
 """A command's usage line where it takes more than flags."""
 
 
-_WITHOUT_SIMULATOR_OPTIONS = ("help", "load", "scenarios")
+_WITHOUT_SIMULATOR_OPTIONS = ("help", "journal", "load", "scenarios")
 
 
 def _flag_rows(actions: Iterable[argparse.Action]) -> list[tuple[str, str, str]]:
@@ -339,6 +358,8 @@ def _topic_parser(topic: str, name: str, *, with_simulator_options: bool = True)
         parser.add_argument("name", nargs="?", help="the scenario to show as TOML")
     elif topic == "install":
         parser.add_argument("dir", help="the folder to write zread in")
+    elif topic == "journal":
+        parser.add_argument("file", help="the journal to read")
     if with_simulator_options and topic not in _WITHOUT_SIMULATOR_OPTIONS:
         _add_simulator_options(parser)
     return parser
@@ -399,7 +420,7 @@ def _baked(args: argparse.Namespace) -> dict[str, str]:
             load_scenario(value)  # an unknown scenario fails now, not in every run
             if value.endswith(".toml") or "/" in value or os.sep in value:  # a file, not a name
                 value = os.path.abspath(value)
-        elif option in ("home", "project") and value:
+        elif option in ("home", "project", "journal") and value:
             value = os.path.abspath(value)
         elif option == "control" and value.startswith("unix:") and value != "unix:":
             value = "unix:" + os.path.abspath(value[len("unix:") :])
@@ -431,11 +452,36 @@ def _install(args: argparse.Namespace, out: BinaryIO) -> int:
 def _run(
     args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO, environ: Mapping[str, str]
 ) -> int:
-    from simulator.hosts.effects import EffectHost
-    from simulator.runners.stdio import ProcessRunner
     from simulator.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
+    if not args.journal:
+        return _run_session(args, scenario, stdin, stdout, environ, None)
+    from simulator.hosts.journal import JournalWriter
+    from simulator.runners.stdio import write_line
+
+    def warn(line: str) -> None:  # on the process's stderr, where the runner writes
+        write_line(2, f"{args.program}: {line}")
+
+    # Opened before anything else is done: a path it cannot append to is exit 2.
+    journal = JournalWriter.open(args.journal, warn=warn)
+    try:
+        return _run_session(args, scenario, stdin, stdout, environ, journal)
+    finally:
+        journal.close()
+
+
+def _run_session(
+    args: argparse.Namespace,
+    scenario: Scenario,
+    stdin: BinaryIO,
+    stdout: BinaryIO,
+    environ: Mapping[str, str],
+    journal: JournalWriter | None,
+) -> int:
+    from simulator.hosts.effects import EffectHost
+    from simulator.runners.stdio import ProcessRunner
+
     store = None
     # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
     if args.files and args.command != "version":
@@ -458,7 +504,10 @@ def _run(
         effects=EffectHost(home=store),
         frame=args.frame,
         control=args.control,
+        journal=journal,
     )
+    if journal is not None:
+        journal.start(args.invocation, os.getcwd(), args.command)
     return runner.run()
 
 
@@ -485,6 +534,7 @@ def _dispatch(
     except _HelpRequested as help_requested:
         return write(_help_text(help_requested.topic, name))
     args.command = topic
+    args.program, args.invocation = name, [name, *argv]  # what the journal says
     if not topic:
         if not args.version:
             return write(_help_text("", name))
@@ -498,6 +548,10 @@ def _dispatch(
         return _scenarios(args, out)
     if topic == "install":
         return _install(args, out)
+    if topic == "journal":
+        from simulator.tools.journal import report
+
+        return report(args.file, out)
     _apply_environment(args, environ)
     if not args.stdio:
         if topic == "version":

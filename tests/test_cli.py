@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import platform
 import re
 import subprocess
@@ -90,6 +91,7 @@ SIMULATOR_OPTIONS = [
     "--no-files",
     "--control",
     "--frame",
+    "--journal",
 ]
 
 
@@ -136,6 +138,7 @@ def test_only_zread_sim_lists_its_own_commands_and_options() -> None:
     sim, zread = help_of(["--help"], "zread-sim"), help_of(["--help"], "zread")
     assert [line.split()[0] for line in section(sim, "Simulator Commands:")] == [
         "install",
+        "journal",
         "load",
         "scenarios",
     ]
@@ -264,7 +267,7 @@ def test_a_usage_error_is_one_line_naming_the_program(
     assert_one_line(result.stderr, says, name=name)
 
 
-@pytest.mark.parametrize("command", ["scenarios", "load", "install"])
+@pytest.mark.parametrize("command", ["scenarios", "load", "install", "journal"])
 def test_the_simulator_commands_are_unknown_to_zread(tmp_path: Path, command: str) -> None:
     result = run(tmp_path, [command, str(tmp_path / "bin")], prog="zread")
     assert result.rc == 2
@@ -658,6 +661,7 @@ def test_install_bakes_the_options_given(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "mine.toml").write_text('extends = "empty"\n')
     argv = ["install", "bin", "--scenario", "mine.toml", "--seed", "7", "--speed", "0.5"]
     argv += ["--home", "h", "--project", "p", "--no-files", "--control", "unix:c.sock", "--frame"]
+    argv += ["--journal", "j.jsonl"]
     result = run(tmp_path, argv)
     assert result.rc == 0, result.stderr
     assert baked_of(tmp_path / "bin" / "zread") == {
@@ -669,6 +673,7 @@ def test_install_bakes_the_options_given(tmp_path: Path, monkeypatch: pytest.Mon
         "ZREAD_SIM_FILES": "0",
         "ZREAD_SIM_CONTROL": f"unix:{tmp_path / 'c.sock'}",
         "ZREAD_SIM_FRAME": "1",
+        "ZREAD_SIM_JOURNAL": str(tmp_path / "j.jsonl"),
     }
     run(tmp_path, ["install", "bin", "--scenario", "up-to-date", "--control", "stdio"])
     assert baked_of(tmp_path / "bin" / "zread") == {
@@ -703,3 +708,52 @@ def test_install_into_a_file_exits_2(tmp_path: Path) -> None:
     result = run(tmp_path, ["install", str(tmp_path / "file")])
     assert result.rc == 2
     assert_one_line(result.stderr, "install", "file")
+
+
+# -- --journal ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_journal_it_cannot_append_to_exits_2_before_anything(tmp_path: Path, name: str) -> None:
+    where = tmp_path / "missing" / "j.jsonl"
+    for argv, environ in [
+        (["config", "--stdio", "--no-files", "--journal", str(where)], {}),
+        (["config", "--stdio", "--no-files"], {"ZREAD_SIM_JOURNAL": str(where)}),
+        (["config", "--stdio", "--no-files", "--journal", str(tmp_path)], {}),  # a folder
+    ]:
+        result = run(tmp_path, argv, environ, stdin=b'{"type":"quit"}\n', prog=name)
+        assert (result.rc, result.stdout) == (2, b"")  # not even the first event
+        assert_one_line(result.stderr, "journal ", name=name)
+    assert not where.parent.exists()
+
+
+def test_the_journal_flag_beats_its_variable_and_names_the_run(tmp_path: Path) -> None:
+    flag, variable = tmp_path / "flag.jsonl", tmp_path / "variable.jsonl"
+    argv = ["config", "--stdio", "--no-files", "--journal", str(flag)]
+    result = run(tmp_path, argv, {"ZREAD_SIM_JOURNAL": str(variable)}, b'{"type":"quit"}\n')
+    assert (result.rc, result.stderr) == (0, "")
+    assert not variable.exists()
+    start, *_, end = [json.loads(line) for line in flag.read_bytes().splitlines()]
+    assert start["kind"] == "start" and start["command"] == "config"
+    assert start["argv"] == ["zread-sim", *argv] and start["cwd"] == os.getcwd()
+    assert start["pid"] == end["pid"] == os.getpid()
+    assert (end["kind"], end["how"], end["code"]) == ("exit", "quit", 0)
+
+
+def test_without_a_journal_nothing_is_written_but_the_events(tmp_path: Path) -> None:
+    result = run(tmp_path, ["config", "--stdio", "--no-files"], {}, b'{"type":"quit"}\n')
+    assert result.rc == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["stdin", "stdout"]
+
+
+def test_journal_reads_under_zread_sim_only(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b"")
+    result = run(tmp_path, ["journal", str(path)])
+    assert (result.rc, result.stdout, result.stderr) == (0, b"0 processes, no violations\n", "")
+    assert section(help_of(["journal", "--help"], "zread-sim"), "Usage:") == [
+        "  zread-sim journal FILE [flags]"
+    ]
+    missing = run(tmp_path, ["journal", str(tmp_path / "nope")])
+    assert (missing.rc, missing.stdout) == (2, b"")
+    assert_one_line(missing.stderr, "No such file or directory")

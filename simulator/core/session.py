@@ -79,6 +79,19 @@ class JournalEntry:
     error: str
     """Why the line was refused (the event's ``error``), or ``""`` when accepted."""
 
+    def as_json(self) -> dict[str, Any]:
+        """The entry as plain JSON-ready data, the API key redacted: ``t`` (session
+        seconds), ``line`` (text; bytes that are not UTF-8 as ``\\xNN`` escapes,
+        ``backslashreplace``), ``state``, ``waiting_for``, ``after_done``, ``error``."""
+        return {
+            "t": self.time,
+            "line": redact_line(self.line).decode("utf-8", "backslashreplace"),
+            "state": self.state,
+            "waiting_for": list(self.waiting_for),
+            "after_done": self.after_done,
+            "error": self.error,
+        }
+
     def __repr__(self) -> str:
         return (
             f"JournalEntry(time={self.time!r}, line={redact_line(self.line)!r}, "

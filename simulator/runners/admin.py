@@ -8,6 +8,8 @@ Toxiproxy's HTTP API are to those tools), and the simulator's side of login's
 Subtypes (``{"type":"control_request","request_id":ID,"request":{"subtype":S,...}}``):
 
 - ``snapshot``: command, state, vm, waiting_for, pending timers, clock, speed, paused.
+- ``violations``: the client's mistakes so far (``Session.violations``), each as
+  plain JSON with its line redacted (``JournalEntry.as_json``).
 - ``inject``: ``{"failure": {...}}`` (a ``[[failures]]`` entry) or ``{"fault": {...}}``
   (a ``[[faults]]`` entry). A fault with no point of its own fires at the next event.
 - ``set_speed``: ``{"speed": X}``; pending timers keep the share of their wait done.
@@ -48,6 +50,9 @@ def install(conn: Conn, channel: Channel) -> None:
         channel.tick()  # the session as it stands now
         return {**channel.session.snapshot(), "paused": channel.paused}
 
+    async def violations(_: dict[str, Any]) -> dict[str, Any]:
+        return {"violations": [entry.as_json() for entry in channel.session.violations]}
+
     async def inject(request: dict[str, Any]) -> dict[str, Any]:
         try:
             if "failure" in request:
@@ -78,11 +83,12 @@ def install(conn: Conn, channel: Channel) -> None:
         return {"paused": False, "clock": channel.session.now}
 
     async def quit_(_: dict[str, Any]) -> dict[str, Any]:
-        channel.quit()
+        channel.quit(how="control-quit")
         return {"done": channel.session.done}
 
     for subtype, handler in (
         ("snapshot", snapshot),
+        ("violations", violations),
         ("inject", inject),
         ("set_speed", set_speed),
         ("pause", pause),

@@ -24,7 +24,7 @@ import select
 import socket
 import stat
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.control import Conn
 from simulator.core.errors import ConfigurationError
@@ -34,6 +34,9 @@ from simulator.runners.admin import Approvals, install
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.live import READ_SIZE, SIGNALS, Endpoint
 from simulator.runners.output import OutputStage
+
+if TYPE_CHECKING:
+    from simulator.hosts.journal import JournalWriter
 
 __all__ = ["ControlAddressError", "parse_address", "serve"]
 
@@ -117,13 +120,16 @@ async def serve(
     stage: OutputStage | None = None,
     host: EffectHost | None = None,
     in_fd: int = 0,
+    journal: JournalWriter | None = None,
 ) -> int:
     """Run ``session`` on stdin and ``endpoint`` with the admin API at ``address``; the
-    exit code. ``stage`` defaults to the session's scenario faults, unframed."""
+    exit code. ``stage`` defaults to the session's scenario faults, unframed; with
+    ``journal``, the live session journals the run there."""
     kind, path = parse_address(address)
     loop = asyncio.get_running_loop()
     stage = stage or OutputStage.for_session(session)
     channel = Channel(Hub(loop), session, stage, endpoint, host=host)
+    channel.journal = journal
     conns: list[Conn] = []
     approvals = Approvals(channel, conns)
     channel.intercept = approvals.intercept

@@ -15,6 +15,11 @@ on a thread, thousands of sessions on one asyncio loop):
 6. transport faults: ``exit`` ends the run with its code, ``hang`` stops everything
    for good, ``close_stdout`` and ``stop_reading`` do what they say.
 
+With a :attr:`LiveSession.journal` (``--journal FILE``), what happened goes to it from
+here, the one place that knows: each line the session journaled, each event it
+produced, and how the run ended (:data:`simulator.hosts.journal.HOWS`). Without one,
+nothing is done for it.
+
 Each session call's :class:`~simulator.core.session.Outcome` goes the same way: its
 effects are performed (:meth:`~simulator.hosts.effects.EffectHost.perform_all`, a
 control peer first offered those it answers), any result goes back to the session as
@@ -33,13 +38,17 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from simulator.core.envelope import RejectedLine, decode_command
 from simulator.core.lines import LineBuffer
 from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults
+
+if TYPE_CHECKING:
+    from simulator.hosts.journal import JournalWriter
 
 __all__ = ["READ_SIZE", "SIGNALS", "Endpoint", "LiveSession"]
 
@@ -72,6 +81,8 @@ class LiveSession:
         "_backlog",
         "_clock",
         "_done",
+        "_ending",
+        "_journaled",
         "_lines",
         "_paused_at",
         "_resume_at",
@@ -85,6 +96,7 @@ class LiveSession:
         "hung",
         "input_closed",
         "intercept",
+        "journal",
         "on_finish",
         "on_fire",
         "on_hang",
@@ -127,6 +139,12 @@ class LiveSession:
         self.on_hang: Callable[[], None] | None = None
         self.on_fire: Callable[[LiveSession, float], None] | None = None
         """Told how late each timer fired, in seconds (load-test statistics)."""
+        self.journal: JournalWriter | None = None
+        """Where what happens is journaled (``--journal``); set before :meth:`start`."""
+        self._journaled = 0
+        """How many of the session's journal entries went to :attr:`journal`."""
+        self._ending = ""
+        """What is ending the run (a ``how`` of the journal), once something is."""
         self._lines = LineBuffer()
         self._paused_at: float | None = None
         self._backlog: deque[faults.Action] = deque()
@@ -191,6 +209,7 @@ class LiveSession:
         """(2) One command line, answered after the timers due before it."""
         if self._done:
             self.session.feed(line)  # recorded in the journal as sent after done
+            self._journal_lines()
             return
         if self._stopped:  # a hang or an exit: nothing is read any more
             return
@@ -201,7 +220,12 @@ class LiveSession:
         while self.session.speed > 0 and self._due_before(arrival):
             self.tick()
         if not self._stopped and not self._done:
-            self._take(self.session.feed(line))
+            outcome = self.session.feed(line)
+            if self.journal is not None:
+                self._journal_lines()
+                if outcome.done and not self._ending:
+                    self._ending = "quit" if _is_quit(line) else "done"
+            self._take(outcome)
         self._settle()
 
     def _due_before(self, moment: float) -> bool:
@@ -214,12 +238,16 @@ class LiveSession:
             and self.origin + deadline < moment
         )
 
-    def quit(self) -> None:
-        """(3) A signal, or a runner ending the session: it quits, as with ``quit``."""
+    def quit(self, how: str = "signal") -> None:
+        """(3) A signal, or a runner ending the session: it quits, as with ``quit``.
+        ``how`` is what the journal says ended the run (a signal unless told)."""
         if self._stopped or self._done:
             return
         self.tick()
         if not self._stopped and not self._done:
+            if how == "signal" and self._told:
+                how = "stdin-closed-left-waiting"
+            self._ending = self._ending or how
             self._take(self.session.quit())
         self._settle()
 
@@ -294,6 +322,8 @@ class LiveSession:
 
     def close(self) -> None:
         """Stop for good and release what the effects hold (servers, the home)."""
+        if self.journal is not None and not self.hung:
+            self.journal.exit(self.now(), self.code, self._ending or "aborted")
         self._stopped = True
         self.reading = False
         self._backlog.clear()
@@ -311,6 +341,9 @@ class LiveSession:
             for effect, result in self.host.perform_all(self.owner, effects):
                 self._take(self.session.resolve(effect, result))
         if outcome:
+            if self.journal is not None:
+                for event in outcome:
+                    self.journal.event(self.session.now, event)
             self._carry_out(self.stage.actions(outcome))
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
@@ -328,6 +361,7 @@ class LiveSession:
                     return
             elif isinstance(action, faults.Write):
                 if not self.endpoint.write(action.data):
+                    self._ending = "reader-gone"
                     self._end(0)  # (4) the reader went away: a quiet end
             elif isinstance(action, faults.Stderr):
                 self.endpoint.stderr(action.line)
@@ -336,10 +370,13 @@ class LiveSession:
             elif isinstance(action, faults.StopReading):
                 self.reading = False
             elif isinstance(action, faults.Exit):
+                self._ending = "fault-exit"
                 self._end(action.code)
             elif isinstance(action, faults.Hang):
                 self._stopped, self.hung, self.reading = True, True, False
                 self._backlog.clear()
+                if self.journal is not None:
+                    self.journal.exit(self.now(), None, "hang")
                 if self.on_hang is not None:
                     self.on_hang()
 
@@ -366,5 +403,22 @@ class LiveSession:
         self.reading = False
         if self.code is None:
             self.code = code
+            if self.journal is not None:
+                self.journal.exit(self.now(), code, self._ending or "done")
             if self.on_finish is not None:
                 self.on_finish(code)
+
+    def _journal_lines(self) -> None:
+        """Hand the journal the entries the session made since the last call."""
+        if self.journal is not None:
+            entries = self.session.journal
+            for entry in entries[self._journaled :]:
+                self.journal.line(entry)
+            self._journaled = len(entries)
+
+
+def _is_quit(line: bytes) -> bool:
+    try:
+        return decode_command(line).type == "quit"
+    except RejectedLine:
+        return False

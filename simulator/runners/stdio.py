@@ -21,12 +21,15 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
 from simulator.runners.live import READ_SIZE, SIGNALS, LiveSession
 from simulator.runners.output import OutputStage
+
+if TYPE_CHECKING:
+    from simulator.hosts.journal import JournalWriter
 
 __all__ = [
     "ProcessEndpoint",
@@ -104,8 +107,11 @@ class ProcessRunner:
         effects: EffectHost | None = None,
         frame: bool = False,
         control: str = "",
+        journal: JournalWriter | None = None,
     ) -> None:
         self.session = session
+        self._journal = journal
+        """``--journal``: what happens is appended there (LiveSession writes it)."""
         self._in_fd = stdin.fileno()
         self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd)
         self._stage = OutputStage.for_session(session, frame=frame)
@@ -132,11 +138,13 @@ class ProcessRunner:
                     endpoint=self._endpoint,
                     host=self._host,
                     in_fd=self._in_fd,
+                    journal=self._journal,
                 )
             )
         live = LiveSession(
             self.session, self._stage, self._endpoint, clock=self._clock, host=self._host
         )
+        live.journal = self._journal
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)

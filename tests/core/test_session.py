@@ -1042,3 +1042,21 @@ def test_no_line_and_no_wait_kills_a_session(
 
 def vm_and_waiting_for(line: bytes) -> bytes:
     return line[: line.index(b',"done":')]
+
+
+def test_a_journal_entry_as_plain_json_is_redacted_and_text() -> None:
+    from simulator.core.session import JournalEntry
+
+    line = b'{"type":"update_fields","params":{"fields":{"llm_api_key":"sk-x"}}}'
+    entry = JournalEntry(1.5, line, "editing", ("save", "quit"), False, "")
+    assert entry.as_json() == {
+        "t": 1.5,
+        "line": '{"type":"update_fields","params":{"fields":{"llm_api_key":"***"}}}',
+        "state": "editing",
+        "waiting_for": ["save", "quit"],
+        "after_done": False,
+        "error": "",
+    }
+    assert json.loads(json.dumps(entry.as_json())) == entry.as_json()
+    bad = JournalEntry(0.0, b"\xc3(", "editing", (), True, "invalid JSON: invalid UTF-8 at byte 0")
+    assert bad.as_json()["line"] == "\\xc3("

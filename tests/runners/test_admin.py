@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from simulator.runners.admin import install
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.output import OutputStage
 from simulator.scenario.failures import Failure
+from simulator.tools.journal import read as read_journal
+from tests.e2e.helpers import Proc
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
 
@@ -291,3 +294,54 @@ def test_inject_with_a_lone_surrogate_is_refused_and_changes_nothing(
         admin.close()
 
     run(main)
+
+
+def test_violations_are_the_sessions_mistakes_as_plain_json() -> None:
+    async def main() -> None:
+        admin = Admin("config")
+        assert await admin.call("violations") == {"violations": []}
+        admin.channel.feed(b'{"type":"save","llm_api_key":"sk-hidden"')  # not even JSON
+        admin.channel.feed(b'{"type":"generate"}')
+        found = (await admin.call("violations"))["violations"]
+        assert found == [entry.as_json() for entry in admin.session.violations]
+        bad_json, out_of_turn = found
+        assert "sk-hidden" not in bad_json["line"] and "***" in bad_json["line"]
+        assert bad_json["error"].startswith("invalid JSON")
+        assert out_of_turn == {
+            "t": out_of_turn["t"],
+            "line": '{"type":"generate"}',
+            "state": "editing",
+            "waiting_for": ["update_fields", "save", "reload_llm", "quit"],
+            "after_done": False,
+            "error": 'command "generate" not allowed in state editing',
+        }
+        admin.close()
+
+    run(main)
+
+
+def test_violations_over_control_stdio_and_the_journal_of_a_controlled_process(
+    tmp_path: Path,
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    with Proc("config", "--control", "stdio", "--journal", str(journal)) as proc:
+        proc.read_event()
+        proc.send({"type": "generate"})
+        assert proc.read_event()["error"] == 'command "generate" not allowed in state editing'
+        request = {
+            "type": "control_request",
+            "request_id": "v",
+            "request": {"subtype": "violations"},
+        }
+        proc.send(request)
+        response = json.loads(proc.read_raw())
+        assert response["type"] == "control_response"
+        (found,) = response["response"]["response"]["violations"]
+        assert (found["line"], found["state"]) == ('{"type":"generate"}', "editing")
+        assert found["waiting_for"] == ["update_fields", "save", "reload_llm", "quit"]
+        proc.send({"type": "control_request", "request_id": "q", "request": {"subtype": "quit"}})
+        assert proc.wait() == 0
+    (process,) = read_journal(str(journal))
+    kinds = [type(record).__name__ for record in process.records]
+    assert kinds == ["Event", "Line", "Event", "Event", "Exit"]  # no control frame in it
+    assert process.exit is not None and process.exit.how == "control-quit"

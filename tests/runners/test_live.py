@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
 from simulator.core.effects import AskApproval
+from simulator.core.secrets import redact_line
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
+from simulator.hosts.journal import JournalWriter
 from simulator.launch import build_session
 from simulator.runners.live import NOBODY_ANSWERS, LiveSession
 from simulator.runners.output import OutputStage
@@ -442,3 +445,102 @@ def test_a_stream_cut_anywhere_gives_the_events_of_the_whole_lines(
     finally:
         whole.close()
         cut.close()
+
+
+# -- the journal -------------------------------------------------------------------------
+
+
+def journaled(runner: LiveSession, path: Path) -> None:
+    runner.journal = JournalWriter.open(str(path), warn=print, pid=1)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_the_journal_gets_every_line_event_and_the_exit(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    runner, keeper, clock = live("config")
+    journaled(runner, path)
+    runner.start()
+    clock.now += 0.5
+    runner.received(b'{"type":"nope"}\n\n  \n')  # blank lines are not journaled
+    runner.received(b'{"type":"quit"}\n')
+    runner.received(b'{"type":"save"}\n')  # never read: the run is over
+    found = records(path)
+    assert [r["kind"] for r in found] == ["event", "line", "event", "line", "event", "exit"]
+    assert [r["line"] for r in found if r["kind"] == "event"] == [
+        redact_line(line.removesuffix(b"\n")).decode() for line in keeper.writes
+    ]  # as written, the API key redacted
+    assert found[1]["t"] == pytest.approx(0.5) and found[1]["error"].startswith("command ")
+    assert found[-1] == {
+        "kind": "exit",
+        "pid": 1,
+        "t": pytest.approx(0.5),
+        "code": 0,
+        "how": "quit",
+    }
+    runner.close()
+    assert len(records(path)) == 6  # the exit is written once
+
+
+@pytest.mark.parametrize(
+    ("faults", "gone", "how", "code"),
+    [
+        ([], False, "done", 0),
+        ([], True, "reader-gone", 0),
+        ([Fault(kind="exit", after_event=2, code=9)], False, "fault-exit", 9),
+        ([Fault(kind="hang", after_event=2)], False, "hang", None),
+    ],
+)
+def test_the_journal_says_how_the_run_ended(
+    tmp_path: Path, faults: list[Fault], gone: bool, how: str, code: int | None
+) -> None:
+    path = tmp_path / "j.jsonl"
+    runner, keeper, clock = live("generate", "-y", faults=faults)
+    journaled(runner, path)
+    runner.start()
+    keeper.gone = gone
+    run_out(runner, clock)
+    runner.close()
+    end = records(path)[-1]
+    assert (end["kind"], end["how"], end["code"]) == ("exit", how, code)
+
+
+@pytest.mark.parametrize(
+    ("close_input", "how"), [(False, "signal"), (True, "stdin-closed-left-waiting")]
+)
+def test_a_signal_is_journaled_as_one(tmp_path: Path, close_input: bool, how: str) -> None:
+    path = tmp_path / "j.jsonl"
+    runner, keeper, _ = live("config")
+    journaled(runner, path)
+    runner.start()
+    if close_input:
+        runner.received(b"")
+        assert keeper.stderr_lines  # it said nobody can answer
+    runner.quit()
+    assert records(path)[-1]["how"] == how
+
+
+def test_a_run_closed_before_its_end_is_aborted_and_lines_after_done_are_journaled(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.jsonl"
+    runner, _, _ = live("config")
+    journaled(runner, path)
+    runner.start()
+    runner.close()
+    assert records(path)[-1]["how"] == "aborted"
+    path2 = tmp_path / "j2.jsonl"
+    runner, _, _ = live("config")
+    journaled(runner, path2)
+    runner.start()
+    runner.quit(how="control-quit")
+    runner.feed(b'{"type":"save"}')  # a runner that feeds after done: journaled as such
+    kinds = [(r["kind"], r.get("how"), r.get("after_done")) for r in records(path2)]
+    assert kinds == [
+        ("event", None, None),
+        ("event", None, None),
+        ("exit", "control-quit", None),
+        ("line", None, True),
+    ]

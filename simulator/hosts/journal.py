@@ -1,0 +1,179 @@
+"""The journal file: what ``--journal FILE`` (``ZREAD_SIM_JOURNAL``) appends, one JSON
+line per thing that happened to the process.
+
+Owns: the record format (:data:`Record`, one tagged struct per ``kind``; the reader,
+:mod:`simulator.tools.journal`, decodes with the same structs) and
+:class:`JournalWriter`, which appends them. Every record carries the ``pid`` of the
+process that wrote it, so several processes can share one file:
+
+- ``start``: ``pid``, ``argv`` (the program name and the arguments it parsed),
+  ``cwd``, ``time`` (wall clock, ISO 8601 in UTC, milliseconds, ``Z``), ``command``;
+- ``line``: one non-blank line the client sent, as the session journaled it
+  (:meth:`~simulator.core.session.JournalEntry.as_json`: ``t``, ``line``, ``state``,
+  ``waiting_for``, ``after_done``, ``error``);
+- ``event``: ``t`` and ``line``, one event the session produced, as it went to the
+  output (before ``--frame`` framing and transport faults);
+- ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`).
+
+``t`` is session seconds (since the first event, less the time spent paused). Lines
+are text: any API key's value is redacted (:mod:`simulator.core.secrets`) and bytes
+that are not UTF-8 are ``\\xNN`` escapes (``backslashreplace``).
+
+The file is opened once, with ``O_APPEND``, and each record is one ``write`` of one
+whole line, so records of processes sharing the file never mix. A write that fails
+later (a full disk) is said once on stderr and journaling stops; the run goes on as it
+would without a journal.
+
+Must not: write anywhere but the journal file (and that one stderr line), or decide
+anything about the session: the live session says what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import msgspec
+
+from simulator.core.errors import ConfigurationError
+from simulator.core.secrets import redact_line
+from simulator.core.session import JournalEntry
+
+__all__ = [
+    "HOWS",
+    "Event",
+    "Exit",
+    "JournalError",
+    "JournalWriter",
+    "Line",
+    "Record",
+    "Start",
+]
+
+
+class JournalError(ConfigurationError):
+    """The journal file cannot be opened for appending; the message says why."""
+
+
+class Start(msgspec.Struct, tag_field="kind", tag="start", frozen=True):
+    pid: int
+    argv: list[str]
+    cwd: str
+    time: str
+    command: str
+
+
+class Line(msgspec.Struct, tag_field="kind", tag="line", frozen=True):
+    pid: int
+    t: float
+    line: str
+    state: str
+    waiting_for: list[str]
+    after_done: bool
+    error: str
+
+
+class Event(msgspec.Struct, tag_field="kind", tag="event", frozen=True):
+    pid: int
+    t: float
+    line: str
+
+
+class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
+    pid: int
+    t: float
+    code: int | None
+    how: str
+
+
+Record = Start | Line | Event | Exit
+"""One line of a journal file."""
+
+HOWS: Final = {
+    "done": "the session ended by itself, done:true written",
+    "quit": "the client's quit, done:true written",
+    "control-quit": "a control peer's quit, done:true written",
+    "signal": "SIGTERM, SIGINT or SIGHUP, taken as quit: done:true written",
+    "stdin-closed-left-waiting": "a signal, after stdin closed while zread waited for an "
+    "answer nobody could give",
+    "reader-gone": "stdout's reader went away before done:true was written",
+    "fault-exit": "an exit transport fault",
+    "hang": "a hang transport fault: it reads and writes nothing until killed",
+    "aborted": "the run stopped before it was over: the simulator's own error",
+}
+"""What an ``exit`` record's ``how`` can say."""
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def _text(line: bytes) -> str:
+    return redact_line(line.removesuffix(b"\n")).decode("utf-8", "backslashreplace")
+
+
+class JournalWriter:
+    """Appends one process's records to a journal file; see the module docstring."""
+
+    __slots__ = ("_fd", "_warn", "exited", "path", "pid")
+
+    def __init__(self, fd: int, path: str, *, pid: int, warn: Callable[[str], None]) -> None:
+        self._fd: int | None = fd
+        self.path = path
+        self.pid = pid
+        self._warn = warn
+        self.exited = False
+        """An ``exit`` record was written: there is none after it."""
+
+    @classmethod
+    def open(
+        cls, path: str, *, warn: Callable[[str], None], pid: int | None = None
+    ) -> JournalWriter:
+        """Open ``path`` to append (created if missing); JournalError if it cannot be.
+        ``warn`` is given the one line to say when a later write fails."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags, 0o666)
+        except OSError as err:
+            raise JournalError(f"journal {path}: {err.strerror or err}") from None
+        return cls(fd, path, pid=os.getpid() if pid is None else pid, warn=warn)
+
+    @property
+    def writing(self) -> bool:
+        """False once closed, or once a write failed."""
+        return self._fd is not None
+
+    def start(self, argv: Sequence[str], cwd: str, command: str) -> None:
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        self._write(Start(self.pid, list(argv), cwd, now.replace("+00:00", "Z"), command))
+
+    def line(self, entry: JournalEntry) -> None:
+        self._write(Line(pid=self.pid, **entry.as_json()))
+
+    def event(self, t: float, line: bytes) -> None:
+        self._write(Event(self.pid, t, _text(line)))
+
+    def exit(self, t: float, code: int | None, how: str) -> None:
+        """The last record of the process; once (a second call writes nothing)."""
+        if not self.exited:
+            self.exited = True
+            self._write(Exit(self.pid, t, code, how))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def _write(self, record: Record) -> None:
+        if self._fd is None:
+            return
+        data = _ENCODER.encode(record) + b"\n"
+        try:
+            view = memoryview(data)
+            while view:  # one write for a whole line; the loop only on a short one
+                view = view[os.write(self._fd, view) :]
+        except OSError as err:
+            self.close()
+            self._warn(f"journal {self.path}: {err.strerror or err}; journaling stops")

@@ -1,0 +1,267 @@
+"""``zread-sim journal FILE``: a journal written by ``--journal`` read back, printed, and
+judged.
+
+Owns: reading a journal file (the records of :mod:`simulator.hosts.journal`), grouping
+them per process (a process is a pid from its ``start`` record on; a later ``start``
+with the same pid is a new process), finding the client's mistakes in them
+(:func:`violations`) and printing it all, one line per record (:func:`render`).
+
+A violation is:
+
+- a line the session refused: a command out of turn, bad JSON or params, an internal
+  (``_``) command;
+- anything sent after done;
+- a client that went away without reading to done (``exit`` how ``reader-gone``);
+- a process ended by a signal instead of ``quit`` (how ``signal`` or
+  ``stdin-closed-left-waiting``), or one with no ``exit`` record at all (SIGKILL, or
+  still running).
+
+An ``exit`` of a transport fault (``fault-exit``, ``hang``) is the scenario's doing,
+and ``aborted`` the simulator's: neither is the client's mistake.
+
+Must not: write anything but to the stream it is given; the file is only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import BinaryIO, Final
+
+import msgspec
+
+from simulator.core.errors import ConfigurationError
+from simulator.core.session import JournalEntry
+from simulator.hosts.journal import HOWS, Event, Exit, Line, Record, Start
+
+__all__ = [
+    "JournalReadError",
+    "Process",
+    "Violation",
+    "parse",
+    "read",
+    "render",
+    "report",
+    "violations",
+]
+
+_WIDTH: Final = 160
+"""How much of a line or an event the listing shows."""
+
+_DECODER: Final = msgspec.json.Decoder(Record)
+
+
+class JournalReadError(ConfigurationError):
+    """The journal cannot be read, or holds a line that is not a record (exit 2)."""
+
+
+@dataclass
+class Process:
+    """One process's records, in the order it wrote them."""
+
+    pid: int
+    start: Start | None = None
+    records: list[Line | Event | Exit] = field(default_factory=list)
+
+    @property
+    def exit(self) -> Exit | None:
+        last = self.records[-1] if self.records else None
+        return last if isinstance(last, Exit) else None
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One mistake of the client: what kind, and the whole story in one line."""
+
+    pid: int
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid}: {self.kind}: {self.text}"
+
+
+def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
+    """The processes of a journal's lines, in the order each first appears."""
+    processes: list[Process] = []
+    current: dict[int, Process] = {}
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            record = _DECODER.decode(raw)
+        except msgspec.DecodeError as err:
+            raise JournalReadError(
+                f"{where}: line {number} is not a journal record: {err}"
+            ) from None
+        process = current.get(record.pid)
+        if process is None or isinstance(record, Start):
+            process = current[record.pid] = Process(record.pid)
+            processes.append(process)
+        if isinstance(record, Start):
+            process.start = record
+        else:
+            process.records.append(record)
+    return processes
+
+
+def read(path: str) -> list[Process]:
+    """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as err:
+        raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
+    return parse(data.splitlines(), f"journal {path}")
+
+
+def _entry(record: Line) -> JournalEntry:
+    line = record.line.encode("utf-8", "backslashreplace")
+    waiting = tuple(record.waiting_for)
+    return JournalEntry(record.t, line, record.state, waiting, record.after_done, record.error)
+
+
+def _refusal(record: Line) -> str:
+    if record.after_done:
+        return "sent after done"
+    if record.error.startswith('command "_'):
+        return "an internal (_) command"
+    if record.error.startswith("command "):
+        return "a command out of turn"
+    if record.error.startswith("invalid JSON"):
+        return "bad JSON"
+    if record.error.startswith("invalid params"):
+        return "bad params"
+    return "a refused line"
+
+
+def _last_waiting_for(process: Process) -> str:
+    for record in reversed(process.records):
+        if isinstance(record, Event):
+            try:
+                event = msgspec.json.decode(record.line)
+                if not event["done"]:  # the one before the done:true the signal wrote
+                    return ", ".join(event["waiting_for"]) or "nothing"
+            except (msgspec.DecodeError, KeyError, TypeError):
+                break
+    return "an answer"
+
+
+def violations(process: Process) -> list[Violation]:
+    """The client's mistakes in ``process``, in order; see the module docstring."""
+    found = [
+        Violation(process.pid, _refusal(record), str(_entry(record)))
+        for record in process.records
+        if isinstance(record, Line) and record.error
+    ]
+    end = process.exit
+    if end is None:
+        found.append(
+            Violation(
+                process.pid,
+                "no exit recorded",
+                "killed with SIGKILL (no quit, no SIGTERM), crashed, or still running",
+            )
+        )
+    elif end.how == "reader-gone":
+        quit_sent = any(
+            isinstance(r, Line) and not r.error and r.line.startswith('{"type":"quit"')
+            for r in process.records
+        )
+        after = "it sent quit, but " if quit_sent else ""
+        found.append(
+            Violation(
+                process.pid,
+                "left without reading to done",
+                f"at t={end.t:.3f}s {after}stdout's reader went away before done:true was written",
+            )
+        )
+    elif end.how == "signal":
+        found.append(
+            Violation(
+                process.pid,
+                "ended by a signal instead of quit",
+                f'at t={end.t:.3f}s; send {{"type":"quit"}} and read to done:true',
+            )
+        )
+    elif end.how == "stdin-closed-left-waiting":
+        found.append(
+            Violation(
+                process.pid,
+                "ended by a signal instead of quit",
+                f"at t={end.t:.3f}s, after stdin closed while zread waited for "
+                f"{_last_waiting_for(process)}",
+            )
+        )
+    return found
+
+
+def _short(text: str, width: int = _WIDTH) -> str:
+    return text if len(text) <= width else text[:width] + "..."
+
+
+def _record_line(record: Line | Event | Exit) -> str:
+    if isinstance(record, Line):
+        mark = f"  !! {record.error}" if record.error else ""
+        if record.after_done:
+            mark = f"  !! after done: {record.error}"
+        return f"  {record.t:9.3f}  line   {_short(record.line)}{mark}"
+    if isinstance(record, Event):
+        return f"  {record.t:9.3f}  event  {_event_summary(record.line)}"
+    code = "none" if record.code is None else str(record.code)
+    meaning = HOWS.get(record.how, "")
+    suffix = f": {meaning}" if meaning else ""
+    return f"  {record.t:9.3f}  exit   code {code}, {record.how}{suffix}"
+
+
+def _event_summary(line: str) -> str:
+    """``state S; waiting for A, B`` (or ``done``), the error if any, then the vm."""
+    try:
+        event = msgspec.json.decode(line)
+        vm = event["vm"]
+        parts = [f"state {vm['state']}"] if isinstance(vm, dict) and "state" in vm else []
+        waiting = ", ".join(event["waiting_for"]) or "nothing"
+        parts.append("done" if event["done"] else f"waiting for {waiting}")
+        if event["error"]:
+            parts.append(f"error: {event['error']}")
+        vm_text = msgspec.json.encode(vm).decode("utf-8", "backslashreplace")
+    except (msgspec.DecodeError, KeyError, TypeError):
+        return _short(line)
+    return "; ".join(parts) + "; vm " + _short(vm_text, _WIDTH // 2)
+
+
+def render(processes: list[Process]) -> tuple[list[str], list[Violation]]:
+    """The listing (one line per record, each process under a heading), and every
+    violation, in order."""
+    lines: list[str] = []
+    found: list[Violation] = []
+    for process in processes:
+        start = process.start
+        if start is None:
+            lines.append(f"pid {process.pid}: (no start record)")
+        else:
+            lines.append(
+                f"pid {process.pid}: {start.command}, started {start.time} in {start.cwd}: "
+                + " ".join(start.argv)
+            )
+        lines.extend(_record_line(record) for record in process.records)
+        if process.exit is None:
+            lines.append("  (no exit record)")
+        found.extend(violations(process))
+    if found:
+        lines += ["", f"violations ({len(found)}):", *(f"  {v}" for v in found)]
+    count = len(processes)
+    lines.append(
+        f"{count} process{'es' if count != 1 else ''}, "
+        f"{len(found) or 'no'} violation{'s' if len(found) != 1 else ''}"
+    )
+    return lines, found
+
+
+def report(path: str, out: BinaryIO) -> int:
+    """Print the journal at ``path`` to ``out``; 1 when it holds violations, else 0
+    (JournalReadError, exit 2, when it cannot be read)."""
+    lines, found = render(read(path))
+    out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
+    out.flush()
+    return 1 if found else 0

@@ -1,0 +1,130 @@
+"""simulator.hosts.journal: the writer appends whole records to a real file, one write
+per line, redacted; a path it cannot open is a JournalError; a write that fails later
+is said once and journaling stops."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from simulator.core.errors import ConfigurationError
+from simulator.core.session import JournalEntry
+from simulator.hosts.journal import HOWS, Event, Exit, JournalError, JournalWriter, Line, Record
+
+KEY = "sk-secret-123456"
+
+
+def records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def writer(path: Path, pid: int = 7) -> tuple[JournalWriter, list[str]]:
+    warned: list[str] = []
+    return JournalWriter.open(str(path), warn=warned.append, pid=pid), warned
+
+
+def test_each_kind_of_record(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, warned = writer(path)
+    journal.start(["zread-sim", "config", "--stdio"], "/somewhere", "config")
+    entry = JournalEntry(0.5, b'{"type":"nope"}', "editing", ("save", "quit"), False, "no")
+    journal.line(entry)
+    journal.event(0.5, b'{"vm":{},"waiting_for":[],"done":true,"error":""}\n')
+    journal.exit(0.75, 0, "quit")
+    journal.exit(1.0, 3, "signal")  # once: the first exit is the process's
+    journal.close()
+    start, line, event, end = records(path)
+    assert start == {
+        "kind": "start",
+        "pid": 7,
+        "argv": ["zread-sim", "config", "--stdio"],
+        "cwd": "/somewhere",
+        "time": start["time"],
+        "command": "config",
+    }
+    assert isinstance(start["time"], str) and start["time"].endswith("Z")
+    assert line == {"kind": "line", "pid": 7, **entry.as_json()}
+    assert event == {
+        "kind": "event",
+        "pid": 7,
+        "t": 0.5,
+        "line": '{"vm":{},"waiting_for":[],"done":true,"error":""}',
+    }
+    assert end == {"kind": "exit", "pid": 7, "t": 0.75, "code": 0, "how": "quit"}
+    assert warned == []
+    assert "quit" in HOWS and "reader-gone" in HOWS
+
+
+def test_every_line_decodes_as_a_record(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    journal.start([], "/", "login")
+    journal.event(0.0, b"{}")
+    journal.exit(0.0, None, "hang")
+    decoded = [msgspec.json.decode(raw, type=Record) for raw in path.read_bytes().splitlines()]
+    assert [type(r) for r in decoded][1:] == [Event, Exit]
+    assert decoded[2] == Exit(7, 0.0, None, "hang")
+
+
+def test_api_keys_are_redacted_and_bad_utf8_is_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    sent = b'{"type":"update_fields","params":{"fields":{"llm_api_key":"' + KEY.encode() + b'"}}}'
+    journal.line(JournalEntry(0.0, sent, "editing", ("save",), False, ""))
+    journal.line(JournalEntry(0.0, b"\xff\xfe", "editing", ("save",), False, "invalid JSON"))
+    journal.event(0.0, b'{"vm":{"llm_api_key":"' + KEY.encode() + b'"}}\n')
+    journal.close()
+    data = path.read_bytes()
+    assert KEY.encode() not in data
+    line, bad, event = records(path)
+    assert '"llm_api_key":"***"' in str(line["line"]) and "***" in str(event["line"])
+    assert bad["line"] == "\\xff\\xfe"  # backslashreplace
+
+
+def test_it_appends_and_two_writers_share_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"kind":"exit","pid":1,"t":0.0,"code":0,"how":"done"}\n')
+    first, _ = writer(path, pid=2)
+    second, _ = writer(path, pid=3)
+    for i in range(200):
+        (first if i % 2 else second).event(float(i), b'{"x":"' + b"y" * 5000 + b'"}')
+    first.close()
+    second.close()
+    found = records(path)
+    assert len(found) == 201 and found[0]["pid"] == 1
+    assert sorted(r["pid"] for r in found[1:]) == [2] * 100 + [3] * 100
+
+
+def test_a_path_it_cannot_open_is_a_configuration_error(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing" / "j.jsonl", tmp_path):
+        with pytest.raises(JournalError) as caught:
+            writer(path)
+        assert isinstance(caught.value, ConfigurationError)
+        assert str(caught.value).startswith(f"journal {path}: ")
+        assert "\n" not in str(caught.value)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_failing_write_is_said_once_and_journaling_stops() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    journal, warned = writer(Path("/dev/full"))
+    journal.event(0.0, b"{}")
+    journal.event(0.0, b"{}")
+    journal.exit(0.0, 0, "done")
+    assert warned == ["journal /dev/full: No space left on device; journaling stops"]
+    assert not journal.writing
+
+
+def test_line_records_carry_what_the_session_expected(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    entry = JournalEntry(1.25, b'{"type":"save"}', "done", (), True, "the session is done")
+    journal.line(entry)
+    journal.close()
+    (decoded,) = [msgspec.json.decode(raw, type=Record) for raw in path.read_bytes().splitlines()]
+    assert decoded == Line(7, 1.25, '{"type":"save"}', "done", [], True, "the session is done")

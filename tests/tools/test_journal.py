@@ -1,0 +1,258 @@
+"""simulator.tools.journal: ``zread-sim journal FILE`` over journals that real
+``python -m simulator ... --journal FILE`` processes wrote on real pipes, and the
+reader's rules over records written by hand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from simulator.hosts.journal import Event, Exit, Line, Start
+from simulator.tools.journal import JournalReadError, Violation, parse, read, render, violations
+from tests.e2e.helpers import Proc
+
+KEY = "sk-live-do-not-leak-42"
+EXPECTED = "expected update_fields, save, reload_llm, quit"
+
+
+def journal_of(path: Path) -> subprocess.CompletedProcess[str]:
+    """``zread-sim journal path`` as a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", "journal", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def quit_cleanly(proc: Proc) -> None:
+    proc.send({"type": "quit"})
+    proc.read_until_done()
+    proc.finish()
+
+
+# -- through real processes --------------------------------------------------------------
+
+
+def test_a_command_out_of_turn_is_caught_with_the_line_and_what_was_expected(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        proc.read_event()
+        proc.reject({"type": "generate"}, 'command "generate" not allowed in state editing')
+        proc.reject({"type": "_saved"})
+        quit_cleanly(proc)
+        pid = proc.popen.pid
+    result = journal_of(path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    out = result.stdout
+    assert f"pid {pid}: config, started " in out
+    assert (
+        f"pid {pid}: a command out of turn: at t=" in out
+        and 'sent {"type":"generate"}; ' + EXPECTED + ': command "generate" not allowed' in out
+    )
+    assert f"pid {pid}: an internal (_) command: " in out
+    assert "exit   code 0, quit" in out
+    assert out.endswith("1 process, 2 violations\n")
+
+
+def test_a_clean_run_exits_0(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        proc.read_event()
+        proc.send({"type": "update_fields", "params": {"fields": {"language": "fr"}}})
+        proc.read_event()
+        quit_cleanly(proc)
+    result = journal_of(path)
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout
+    assert result.stdout.endswith("1 process, no violations\n")
+    assert result.stdout.count("  line   ") == 2 and result.stdout.count("  event  ") == 3
+
+
+def test_the_variable_journals_too_and_a_sigterm_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", env={"ZREAD_SIM_JOURNAL": str(path)}) as proc:
+        proc.read_event()
+        proc.terminate()  # quits, as zread does, but the client should have sent quit
+        proc.read_until_done()
+        proc.finish()
+    (process,) = read(str(path))
+    assert process.exit is not None and process.exit.how == "signal"
+    result = journal_of(path)
+    assert result.returncode == 1
+    assert "ended by a signal instead of quit" in result.stdout
+
+
+def test_a_client_that_closed_stdin_and_then_killed_zread_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        proc.read_event()
+        proc.close_stdin()
+        proc.wait_stderr("stdin is closed: nothing can answer")
+        proc.terminate()
+        assert proc.wait() == 0
+    (process,) = read(str(path))
+    assert process.exit is not None and process.exit.how == "stdin-closed-left-waiting"
+    (found,) = violations(process)
+    assert "after stdin closed while zread waited for update_fields, save" in found.text
+
+
+def test_a_client_gone_before_done_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        proc.read_event()
+        proc.close_stdout()  # it stops reading, then quits
+        proc.send({"type": "quit"})
+        assert proc.wait() == 0
+    (process,) = read(str(path))
+    assert process.exit is not None and process.exit.how == "reader-gone"
+    (found,) = violations(process)
+    assert found.kind == "left without reading to done"
+    assert "it sent quit, but stdout's reader went away before done:true" in found.text
+
+
+def test_two_processes_appending_to_one_file_both_appear_whole(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with (
+        Proc("config", "--journal", str(path)) as one,
+        Proc("generate", "-y", "--journal", str(path), scenario="empty") as two,
+    ):
+        one.read_event()
+        for value in ("fr", "de", "en", "ja"):
+            one.send({"type": "update_fields", "params": {"fields": {"language": value}}})
+            one.read_event()
+        two.read_until_done()
+        two.finish()
+        quit_cleanly(one)
+        pids = {one.popen.pid, two.popen.pid}
+    processes = read(str(path))  # every line a whole record, or this raises
+    assert {p.pid for p in processes} == pids
+    for process in processes:
+        assert process.start is not None and process.exit is not None
+        assert process.exit.code == 0 and violations(process) == []
+    by_pid = {p.pid: p for p in processes}
+    assert by_pid[one.popen.pid].exit.how == "quit"  # type: ignore[union-attr]
+    assert by_pid[two.popen.pid].exit.how == "done"  # type: ignore[union-attr]
+    assert journal_of(path).returncode == 0
+
+
+def test_the_api_key_never_reaches_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        first = proc.read_event()
+        shown = next(f["value"] for f in first["vm"]["fields"] if f["json_key"] == "llm_api_key")
+        proc.send({"type": "update_fields", "params": {"fields": {"llm_api_key": KEY}}})
+        assert KEY.encode() in proc.read_raw()  # zread's own output shows it
+        proc.send(b'{"type":"nope","llm_api_key":"' + KEY.encode() + b'"')  # not even JSON
+        proc.read_event()
+        quit_cleanly(proc)
+    data = path.read_bytes()
+    assert shown and shown.encode() not in data
+    assert KEY.encode() not in data
+    assert b'"llm_api_key\\":\\"***\\"' in data
+    assert KEY not in journal_of(path).stdout
+
+
+def test_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = journal_of(tmp_path / "nope.jsonl")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"zread-sim: journal {tmp_path / 'nope.jsonl'}: No such file or directory\n"
+    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind":"exit","pid":1,"t":0,"code":0,"how":"done"}\nnot json\n')
+    result = journal_of(bad)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"zread-sim: journal {bad}: line 2 is not a journal record")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# -- the reader's rules ------------------------------------------------------------------
+
+
+def lines_of(*records: Start | Line | Event | Exit) -> list[bytes]:
+    return [msgspec.json.encode(record) for record in records]
+
+
+START = Start(5, ["zread-sim", "config", "--stdio"], "/p", "2025-01-01T00:00:00.000Z", "config")
+
+
+def line(text: str, error: str = "", *, after_done: bool = False, pid: int = 5) -> Line:
+    return Line(pid, 0.25, text, "editing", ["save", "quit"], after_done, error)
+
+
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [
+        (line('{"type":"x"}', 'command "x" not allowed in state editing'), "a command out of turn"),
+        (line('{"type":"_tick"}', 'command "_tick" not allowed in state editing'), "an internal"),
+        (line("{", "invalid JSON: truncated"), "bad JSON"),
+        (line('{"type":"save","params":1}', "invalid params: no"), "bad params"),
+        (line('{"type":"save"}', "the session is done", after_done=True), "sent after done"),
+    ],
+)
+def test_each_refused_line_is_a_violation_of_its_kind(record: Line, kind: str) -> None:
+    (process,) = parse(lines_of(START, record, Exit(5, 1.0, 0, "quit")))
+    (found,) = violations(process)
+    assert found.kind.startswith(kind)
+    assert found.text.startswith("at t=0.250s in state editing: sent ")
+    assert str(found) == f"pid 5: {found.kind}: {found.text}"
+
+
+@pytest.mark.parametrize(
+    ("end", "kind"),
+    [
+        (Exit(5, 1.0, 0, "done"), None),
+        (Exit(5, 1.0, 0, "quit"), None),
+        (Exit(5, 1.0, 0, "control-quit"), None),
+        (Exit(5, 1.0, 9, "fault-exit"), None),
+        (Exit(5, 1.0, None, "hang"), None),
+        (Exit(5, 1.0, None, "aborted"), None),
+        (Exit(5, 1.0, 0, "signal"), "ended by a signal instead of quit"),
+        (Exit(5, 1.0, 0, "stdin-closed-left-waiting"), "ended by a signal instead of quit"),
+        (Exit(5, 1.0, 0, "reader-gone"), "left without reading to done"),
+        (None, "no exit recorded"),
+    ],
+)
+def test_how_a_process_ended(end: Exit | None, kind: str | None) -> None:
+    records = [START, line('{"type":"save"}')] + ([end] if end else [])
+    (process,) = parse(lines_of(*records))
+    assert [v.kind for v in violations(process)] == ([kind] if kind else [])
+
+
+def test_processes_are_grouped_per_pid_and_a_new_start_is_a_new_process() -> None:
+    records = [
+        START,
+        Start(6, [], "/q", "t", "login"),
+        line("{}", pid=6),
+        line("{}"),
+        Exit(6, 0.5, 0, "done"),
+        Exit(5, 0.5, 0, "quit"),
+        START,  # the pid used again by a later process
+        Exit(5, 0.1, 0, "quit"),
+        Event(8, 0.0, "{}"),  # a process whose start record is not in the file
+    ]
+    processes = parse(lines_of(*records) + [b"", b"  "])
+    assert [(p.pid, len(p.records)) for p in processes] == [(5, 2), (6, 2), (5, 1), (8, 1)]
+    listing, found = render(processes)
+    assert listing[0].startswith("pid 5: config, started 2025-01-01T00:00:00.000Z in /p: zread-sim")
+    assert "pid 8: (no start record)" in listing and "  (no exit record)" in listing
+    assert found == [Violation(8, "no exit recorded", found[0].text)]
+    assert listing[-1] == "4 processes, 1 violation"
+
+
+def test_an_empty_journal_has_no_violations() -> None:
+    assert render(parse([])) == (["0 processes, no violations"], [])
+
+
+def test_a_line_that_is_not_a_record_is_an_error() -> None:
+    with pytest.raises(JournalReadError, match=r"^j: line 2 is not a journal record"):
+        parse([msgspec.json.encode(START), b'{"kind":"nope","pid":1}'], "j")
