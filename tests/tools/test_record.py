@@ -1,0 +1,340 @@
+"""simulator.tools.record: the check against the charts, the redaction, the cassette's
+reading, and the command line's refusals (one line, exit 2, nothing written).
+
+Events here are the simulator's own lines (a real process's first event, and events
+built from them), so the check is held against what a chart-true zread writes; the
+recording itself, over real pipes, is in tests/e2e/test_record_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.core.errors import ConfigurationError
+from simulator.tools.record import (
+    CASSETTE_FORMAT,
+    Checker,
+    RecordError,
+    Redactor,
+    check_cassette,
+    command_of,
+    dumps,
+    main,
+    read_cassette,
+    record_as_dropin,
+)
+
+
+def line(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def event(vm: dict[str, Any], waiting_for: list[str], done: bool = False, error: str = "") -> bytes:
+    return line({"vm": vm, "waiting_for": waiting_for, "done": done, "error": error})
+
+
+def running(**extra: Any) -> dict[str, Any]:
+    vm: dict[str, Any] = {
+        "state": "running",
+        "max_retries": 2,
+        "select_action": {"scenario": "", "draft_done": 0, "draft_total": 0, "next_action": ""},
+        "catalog": {"status": "done", "tool_name": "", "error": "", "auto_retry": 0},
+        "pages": {"tasks": [], "done": 0, "total": 0, "waiting_retry": False},
+        "done_total": 0,
+        "error": "",
+    }
+    vm.update(extra)
+    return vm
+
+
+def messages(checker: Checker) -> list[str]:
+    return [d.message for d in checker.deviations]
+
+
+def feed(checker: Checker, *lines: tuple[str, bytes]) -> Checker:
+    counts = {"in": 0, "out": 0, "err": 0}
+    for direction, raw in lines:
+        counts[direction] += 1
+        checker.feed(direction, counts[direction], 0.0, raw)
+    return checker
+
+
+# -- the check: zread's side --------------------------------------------------------------
+
+
+def test_the_simulators_own_first_event_is_clean_for_every_command() -> None:
+    for command, extra in [("config", []), ("generate", ["-y"]), ("version", [])]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "simulator", command, "--stdio", "--no-files", *extra],
+            input=b'{"type":"quit"}\n',
+            capture_output=True,
+            timeout=20,
+            check=True,
+        )
+        checker = Checker(command)
+        for n, raw in enumerate(proc.stdout.splitlines(), 1):
+            checker.feed("out", n, 0.0, raw)
+        checker.finish(proc.returncode, 1.0)
+        assert checker.clean, [str(d) for d in checker.deviations]
+
+
+def test_several_chart_states_sharing_one_vm_state_each_offer_their_gate() -> None:
+    # generate's running is four chart states: catalog, pages, catalog_error, retry_gate.
+    checker = feed(
+        Checker("generate"),
+        ("out", event(running(), ["quit", "cancel"])),
+        ("out", event(running(), ["quit", "retry_catalog"])),
+        ("out", event(running(), ["quit", "retry", "skip_all"])),
+        ("out", event(running(state="done"), [], done=True)),
+    )
+    assert checker.clean, messages(checker)
+    checker = feed(Checker("generate"), ("out", event(running(), ["quit"])))
+    assert messages(checker) == [
+        'zread did offer waiting_for ["quit"] in state running where the chart expects '
+        '["quit","cancel"] or ["quit","retry_catalog"] or ["quit","retry","skip_all"]'
+    ]
+
+
+def test_a_wrong_waiting_for_and_an_unknown_vm_field_are_named_with_their_line() -> None:
+    checker = Checker("generate")
+    checker.feed("out", 7, 1.5, event(running(bogus=1), ["quit", "cancel"]))
+    checker.feed("out", 8, 1.6, event(running(state="select_action"), ["quit"]))
+    first, second = checker.deviations
+    assert first.n == 7
+    assert 'zread did show the vm field "bogus" where the chart expects only' in first.message
+    assert str(first).startswith("stdout line 7 (t=1.500s): zread did show")
+    assert str(first).endswith(event(running(bogus=1), ["quit", "cancel"]).decode())
+    assert second.message == (
+        'zread did offer waiting_for ["quit"] in state select_action where the chart expects '
+        '["select_action","cancel","quit"]'
+    )
+
+
+def test_nested_fields_missing_fields_unknown_states_and_terminal_states() -> None:
+    vm = running()
+    vm["catalog"] = {"status": "done", "tool_name": "", "error": "", "auto_retry": 0, "x": 1}
+    del vm["done_total"]
+    checker = feed(
+        Checker("generate"),
+        ("out", event(vm, ["quit", "cancel"])),
+        ("out", event(running(state="thinking"), [])),
+        ("out", event(running(state="done"), [])),
+    )
+    found = messages(checker)
+    assert any('"catalog.x" where the chart expects only the fields of Catalog' in m for m in found)
+    assert any('leave out the vm field "done_total"' in m for m in found)
+    assert any('vm.state "thinking" where the chart expects one of' in m for m in found)
+    assert "zread did write done:false in state done where the chart expects done:true" in (
+        " ".join(found)
+    )
+    # A field declared "present when ..." (msgspec.UNSET) may be left out.
+    login = {"state": "select_region", "browser_warn": "", "selected_model": "", "error": ""}
+    checker = feed(
+        Checker("login"),
+        ("out", event({**login, "wants_llm_provider_editor": False}, ["select_region", "quit"])),
+    )
+    assert checker.clean, messages(checker)
+
+
+def test_the_envelope_key_order_types_and_nothing_after_done() -> None:
+    vm = {"version": "0.2.13", "channel": "", "go_version": "go1", "os": "linux", "arch": "amd64"}
+    bad_order = line({"waiting_for": [], "vm": vm, "done": True, "error": ""})
+    checker = feed(
+        Checker("version"),
+        ("out", bad_order),
+        ("out", event(vm, [], done=True)),
+        ("out", b"not json"),
+    )
+    assert messages(checker) == [
+        'zread did write the keys ["waiting_for","vm","done","error"] where the chart expects '
+        '["vm","waiting_for","done","error"] in that order',
+        "zread did write a line after its done:true event where the chart expects nothing",
+        "zread did write a line after its done:true event where the chart expects nothing",
+    ]
+    checker = feed(Checker(None), ("out", b"{oops"), ("out", line({"vm": 1})))
+    found = messages(checker)
+    assert found[0].startswith("zread did write a line that is not JSON")
+    assert any('"vm":1 where the chart expects an object' in m for m in found)
+
+
+def test_a_rejected_command_must_repeat_the_vm_and_waiting_for() -> None:
+    edit = ["update_fields", "save", "reload_llm", "quit"]
+    vm = {"fields": [], "dirty": False, "saved": False, "error": ""}
+    checker = feed(
+        Checker("config"),
+        ("out", event(vm, edit)),
+        ("out", event(vm, edit, error='command "x" not allowed in state editing')),
+        ("out", event({**vm, "dirty": True}, ["quit"], error="invalid params: no")),
+    )
+    assert messages(checker) == [
+        "zread did change the vm in an error event where the chart expects the previous "
+        "event's vm repeated",
+        'zread did offer waiting_for ["quit"] in an error event where the chart expects the '
+        'previous ["update_fields","save","reload_llm","quit"] repeated',
+    ]
+
+
+def test_an_exit_without_done_is_a_deviation_at_exit() -> None:
+    checker = Checker("config")
+    checker.finish(3, 2.0)
+    (deviation,) = checker.deviations
+    assert str(deviation) == (
+        "at exit (t=2.000s): zread did exit with code 3 without a done:true event where the "
+        "chart expects the last event to have done:true"
+    )
+
+
+# -- the check: the client's side ---------------------------------------------------------
+
+
+def test_the_client_must_send_what_the_last_event_offers() -> None:
+    gate = event(running(state="select_action"), ["select_action", "cancel", "quit"])
+    checker = feed(
+        Checker("generate"),
+        ("in", line({"type": "select_action", "params": {"action": "generate"}})),
+        ("out", gate),
+        ("in", line({"type": "retry", "params": {"task_id": 1}})),
+        ("in", line({"type": "select_action", "params": {"action": 3}})),
+        ("in", line({"type": "cancel", "params": []})),
+        ("in", b"   "),
+        ("in", b"[1]"),
+        ("in", line({"type": "select_action", "params": {"action": "generate"}})),
+        ("in", line({"type": "quit"})),
+        ("out", event(running(), [])),
+        ("in", line({"type": "cancel"})),
+        ("in", line({"type": "quit"})),
+        ("out", event(running(), [], done=True)),
+        ("in", line({"type": "quit"})),
+    )
+    assert [(d.n, d.message) for d in checker.deviations if d.direction == "in"] == [
+        (1, 'the client sent "select_action" before the first event where zread waits for '
+         "nothing yet"),
+        (2, 'the client sent "retry" where zread waits for one of "select_action", "cancel", '
+         '"quit"'),
+        (3, 'the client sent "select_action" with params that do not fit (Expected `str`, got '
+         "`int` - at `$.action`) where zread waits for ActionParams"),
+        (4, 'the client sent "cancel" with params [] where zread waits for an object'),
+        (6, "the client sent a line that is not a JSON object where zread waits for a command"),
+        (9, 'the client sent "cancel" where zread waits for nothing (an internal result is '
+         "pending; only quit is accepted)"),
+        (11, 'the client sent "quit" after done:true where zread waits for nothing'),
+    ]  # fmt: skip
+
+
+# -- redaction ----------------------------------------------------------------------------
+
+
+def test_api_keys_url_tokens_and_patterns_are_redacted() -> None:
+    redactor = Redactor([r"hunter\d+"])
+    command = line({"type": "update_fields", "params": {"fields": {"llm_api_key": "sk-abc"}}})
+    assert b"sk-abc" not in redactor.line(command)
+    url = (
+        "https://zread.ai/oauth/authorize?client_id=zread-cli\\u0026state=562958af"
+        "\\u0026code=C0DE\\u0026access_token=T0K\\u0026response_type=code"
+    )
+    redacted = redactor.line(b'{"vm":{"authorize_url":"' + url.encode() + b'"}}').decode()
+    for secret in ("562958af", "C0DE", "T0K"):
+        assert secret not in redacted
+    assert "client_id=zread-cli" in redacted and "response_type=code" in redacted
+    assert redactor.text("http://x/cb?state=abc&token=def pass hunter2") == (
+        "http://x/cb?state=***&token=*** pass ***"
+    )
+
+
+def test_a_bad_pattern_is_refused() -> None:
+    with pytest.raises(RecordError, match="not a regular expression"):
+        Redactor(["("])
+    with pytest.raises(RecordError, match="empty string"):
+        Redactor(["x*"])
+    assert issubclass(RecordError, ConfigurationError)
+
+
+# -- the cassette and the command line ----------------------------------------------------
+
+
+def cassette(lines: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "format": CASSETTE_FORMAT,
+        "version": 1,
+        "argv": ["zread", "version", "--stdio"],
+        "command": "version",
+        "exit_code": 0,
+        "duration": 0.1,
+        "lines": lines,
+        **extra,
+    }
+
+
+VERSION_EVENT = event(
+    {"version": "0.2.13", "channel": "", "go_version": "go1", "os": "linux", "arch": "amd64"},
+    [],
+    done=True,
+)
+
+
+def test_command_of_finds_the_zread_command_in_an_argv() -> None:
+    assert command_of(["zread", "generate", "--stdio", "-y"]) == "generate"
+    assert command_of(["python", "-m", "simulator", "config", "--stdio"]) == "config"
+    assert command_of(["zread"]) is None
+
+
+def test_check_reads_a_cassette_and_exits_0_1_or_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(
+        dumps(cassette([{"t": 0.01, "dir": "out", "n": 1, "line": VERSION_EVENT.decode()}]))
+    )
+    assert main(["check", str(good)]) == 0
+    assert capsys.readouterr().out.endswith("checked against the version chart: clean\n")
+    assert check_cassette(read_cassette(good)).clean
+
+    bad = tmp_path / "bad.json"
+    entry = {"t": 0.01, "dir": "out", "n": 1, "line_b64": "bm90IGpzb24="}  # "not json"
+    bad.write_text(json.dumps(cassette([entry])))
+    assert main(["check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "stdout line 1 (t=0.010s): zread did write a line that is not JSON" in out
+    assert out.endswith(": not json\n2 deviations\n") or "2 deviations" in out
+
+    for text in ("{", json.dumps({"format": "other"}), json.dumps(cassette([{"dir": "x"}]))):
+        broken = tmp_path / "broken.json"
+        broken.write_text(text)
+        assert main(["check", str(broken)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("zread-sim check: ") and err.count("\n") == 1
+    assert main(["check", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_record_refuses_bad_input_in_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "c.json"
+    cases = [
+        (["record", "--out", str(out), "--"], "no program given"),
+        (["record", "--out", str(out), "--redact", "(", "--", "true"], "not a regular expression"),
+        (["record", "--out", str(tmp_path / "no" / "c.json"), "--", "true"], "no such directory"),
+        (["record", "--out", str(tmp_path), "--", "true"], "is a directory"),
+        (["record", "--out", str(out), "--", str(tmp_path / "nothing-here")], "cannot run"),
+        (["record", "--", "true"], "--out"),
+        (["frobnicate"], "invalid choice"),
+    ]
+    for argv, says in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_dropin_needs_both_variables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert record_as_dropin(["version", "--stdio"], {"ZREAD_SIM_RECORD": "x.json"}) == 2
+    assert "ZREAD_SIM_REAL" in capsys.readouterr().err
+    assert record_as_dropin(["version"], {}) == 2
+    assert "ZREAD_SIM_RECORD is not set" in capsys.readouterr().err
