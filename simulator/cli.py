@@ -233,6 +233,8 @@ _SIMULATOR_SHORT = {
     "install": "Write a zread executable with simulator options baked in",
     "journal": "Print a --journal file; exit 1 when it holds the client's mistakes",
     "load": "Run many sessions at once and measure (see: load --help)",
+    "record": "Record a zread run into a cassette, checking both sides (see: record --help)",
+    "check": "Check a cassette against the charts (see: check --help)",
     "scenarios": "List the built-in scenarios, or show one",
 }
 """``zread-sim``'s own commands, which ``zread`` does not have."""
@@ -269,6 +271,8 @@ _LONG = {
     "read done, a process ended by a signal instead of quit. Exits 1 when there is one,\n"
     "0 when there is none, 2 when the file cannot be read.",
     "load": _SIMULATOR_SHORT["load"] + ".",
+    "record": _SIMULATOR_SHORT["record"] + ".",
+    "check": _SIMULATOR_SHORT["check"] + ".",
     "scenarios": "List the built-in scenarios, or show one as TOML.",
 }
 
@@ -277,12 +281,14 @@ _USE = {
     "install": "install DIR",
     "journal": "journal FILE",
     "load": "load COMMAND",
+    "record": "record --out FILE -- PROGRAM [ARG...]",
+    "check": "check CASSETTE",
     "scenarios": "scenarios [list|show NAME]",
 }
 """A command's usage line where it takes more than flags."""
 
 
-_WITHOUT_SIMULATOR_OPTIONS = ("help", "journal", "load", "scenarios")
+_WITHOUT_SIMULATOR_OPTIONS = ("help", "journal", "load", "record", "check", "scenarios")
 
 
 def _flag_rows(actions: Iterable[argparse.Action]) -> list[tuple[str, str, str]]:
@@ -581,12 +587,20 @@ def main(
     err = stderr or sys.stderr or _Fd2()
     argv = list(sys.argv[1:] if argv is None else argv)
     name = prog or _invoked_name()
+    environment = os.environ if environ is None else environ
     if argv[:1] == ["load"] and name != ZREAD:
         from simulator.tools.load import main as load_main
 
         return load_main(argv[1:])
+    if argv[:1] in (["record"], ["check"]) and name != ZREAD:
+        from simulator.tools.record import main as record_main
+
+        return record_main(argv)
+    if environment.get("ZREAD_SIM_RECORD"):  # the drop-in recorder, around ZREAD_SIM_REAL
+        from simulator.tools.record import record_as_dropin
+
+        return record_as_dropin(argv, environment)
     try:
-        environment = os.environ if environ is None else environ
         return _dispatch(argv, name, stdin, stdout, err, environment)
     except ConfigurationError as error:  # the user's setup: one line, nothing changed
         err.write(f"{name}: {error}\n")

@@ -137,9 +137,11 @@ def test_the_program_help_says_where_it_writes() -> None:
 def test_only_zread_sim_lists_its_own_commands_and_options() -> None:
     sim, zread = help_of(["--help"], "zread-sim"), help_of(["--help"], "zread")
     assert [line.split()[0] for line in section(sim, "Simulator Commands:")] == [
+        "check",
         "install",
         "journal",
         "load",
+        "record",
         "scenarios",
     ]
     assert "Simulator Commands:" not in zread and "scenarios" not in zread
@@ -757,3 +759,50 @@ def test_journal_reads_under_zread_sim_only(tmp_path: Path) -> None:
     missing = run(tmp_path, ["journal", str(tmp_path / "nope")])
     assert (missing.rc, missing.stdout) == (2, b"")
     assert_one_line(missing.stderr, "No such file or directory")
+
+
+# -- record and check, under the zread-sim name and as the drop-in ---------------------
+
+
+def run_cli(args: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None) -> Any:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", *args],
+        input=stdin,
+        capture_output=True,
+        env={**environ, **(env or {})},
+        timeout=30,
+        check=False,
+    )
+
+
+def test_record_then_check_through_zread_sim(tmp_path: Path) -> None:
+    cassette = tmp_path / "version.json"
+    program = [sys.executable, "-m", "simulator", "version", "--stdio", "--no-files"]
+    recorded = run_cli(["record", "--out", str(cassette), "--", *program])
+    plain = subprocess.run(program, capture_output=True, timeout=30, check=False)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == plain.stdout  # the client sees what it would see
+    lines = json.loads(cassette.read_text())["lines"]
+    assert [entry["dir"] for entry in lines] == ["out"]
+    checked = run_cli(["check", str(cassette)])
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_zread_sim_record_records_the_real_zread_as_a_drop_in(tmp_path: Path) -> None:
+    real = tmp_path / "real-zread"
+    real.write_text(f'#!/bin/sh\nexec {sys.executable} -m simulator "$@"\n')
+    real.chmod(0o755)
+    cassette = tmp_path / "dropin.json"
+    env = {"ZREAD_SIM_RECORD": str(cassette), "ZREAD_SIM_REAL": str(real)}
+    done = run_cli(["version", "--stdio", "--no-files"], env=env)
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(cassette.read_text())
+    assert recorded["argv"][1:] == ["version", "--stdio", "--no-files"]
+    assert "ZREAD_SIM_RECORD" not in recorded["env"]
+
+
+def test_record_and_check_are_not_zread_commands() -> None:
+    err = io.StringIO()
+    assert main(["check", "x.json"], stderr=err, environ={}, prog="zread") == 2
+    assert "check" in err.getvalue()
