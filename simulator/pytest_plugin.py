@@ -8,10 +8,15 @@ Override either fixture in a ``conftest.py`` to change its defaults.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +25,9 @@ import pytest
 from simulator.hosts.executable import write_zread_executable
 
 if TYPE_CHECKING:
+    from simulator.hosts.journal import Start
     from simulator.runners.virtual import ZreadSim
+    from simulator.tools.journal import Process
     from simulator.tools.remote import Remote
 
 SIMULATOR_VARIABLES = (
@@ -32,6 +39,9 @@ SIMULATOR_VARIABLES = (
     "ZREAD_SIM_FILES",
     "ZREAD_SIM_CONTROL",
     "ZREAD_SIM_FRAME",
+    "ZREAD_SIM_JOURNAL",
+    "ZREAD_SIM_RECORD",
+    "ZREAD_SIM_REAL",
 )
 """Cleared for every test that uses ``zread_bin``; the test sets what it needs."""
 
@@ -55,27 +65,194 @@ def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
     sim.close()
 
 
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds a ``zread`` that ``zread_bin`` serves may run before the fixture kills it."""
+
+
+@dataclass(frozen=True)
+class ZreadCall:
+    """One ``zread`` process a test ran, as its journal tells it (like
+    pytest-subprocess's ``fp.calls``)."""
+
+    argv: list[str]
+    cwd: str
+    pid: int
+    exit_code: int | None
+    """None: it never exited by itself (killed at the timeout or at the test's end)."""
+    how: str
+    """How it ended (:data:`simulator.hosts.journal.HOWS`), or what the fixture did."""
+    duration: float
+    """Session seconds from its first event to its exit (or to its last record)."""
+    state: str
+    """The vm state it was in last."""
+    violations: list[str]
+    """The client's mistakes in this call (``zread-sim journal`` lists the same)."""
+
+
+def _where(process: Process) -> tuple[str, float]:
+    """The vm state ``process`` was in last, and the session time of its last record."""
+    from simulator.hosts.journal import Event, Line
+
+    state, last_t = "", 0.0
+    for record in process.records:
+        last_t = record.t
+        if isinstance(record, Line):
+            state = record.state
+        elif isinstance(record, Event):
+            state = record.state or state
+    return state, last_t
+
+
+def _calls(journal: Path, killed: dict[int, str]) -> list[ZreadCall]:
+    from simulator.tools.journal import read, violations
+
+    if not journal.exists():
+        return []
+    calls = []
+    for process in read(str(journal)):
+        state, last_t = _where(process)
+        end = process.exit
+        how = end.how if end is not None else "killed" if process.pid in killed else "running"
+        found = [str(v) for v in violations(process)]
+        if process.pid in killed:
+            found = [v for v in found if "no exit recorded" not in v] + [
+                f"pid {process.pid}: {killed[process.pid]}"
+            ]
+        calls.append(
+            ZreadCall(
+                argv=process.start.argv if process.start else [],
+                cwd=process.start.cwd if process.start else "",
+                pid=process.pid,
+                exit_code=end.code if end is not None else None,
+                how=how,
+                duration=end.t if end is not None else last_t,
+                state=state,
+                violations=found,
+            )
+        )
+    return calls
+
+
+class _Watch:
+    """Kills the test's ``zread`` processes that run past the timeout, and at the end
+    every one still running; says what each was doing."""
+
+    def __init__(self, journal: Path, timeout: float) -> None:
+        self.journal, self.timeout = journal, timeout
+        self.killed: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _running(self) -> list[tuple[int, float, str]]:
+        """(pid, seconds since it started, what it was doing) of each one running."""
+        from simulator.tools.journal import JournalReadError, read
+
+        try:
+            processes = read(str(self.journal)) if self.journal.exists() else []
+        except JournalReadError:  # a line being written: look again next time
+            return []
+        running = []
+        now = time.time()
+        for process in processes:
+            end = process.exit
+            if process.start is None or process.pid in self.killed:
+                continue
+            if (end is not None and end.how != "hang") or not _alive(process.pid, process.start):
+                continue  # a hang's exit record is written, and it runs on
+            state, _ = _where(process)
+            doing = f"in state {state or '?'}: zread {' '.join(process.start.argv[1:])}"
+            running.append((process.pid, now - _epoch(process.start.time), doing))
+        return running
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for pid, age, doing in self._running():
+                if age > self.timeout:
+                    self._kill(pid, f"killed after the {self.timeout:g} s timeout: {doing}")
+
+    def _kill(self, pid: int, why: str) -> None:
+        self.killed[pid] = why
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for pid, _, doing in self._running():
+            self._kill(pid, f"still running when the test ended (killed): {doing}")
+
+
+def _alive(pid: int, start: Start) -> bool:
+    """``pid`` runs, and is the process that journal started (not a pid used again)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            cmdline = file.read()
+    except OSError:  # no /proc: ask the kernel (a pid used again is then possible)
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+    return bool(cmdline) and all(arg.encode() in cmdline for arg in start.argv[1:])
+
+
+def _epoch(stamp: str) -> float:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
 class ZreadExecutable(type(Path())):  # type: ignore[misc]
     """The path of the ``zread`` executable, with the places it writes to: ``home``
     (plays HOME: ``home/.zread/``) and ``project`` (the test's working directory, whose
-    ``.zread/wiki`` a ``zread generate`` started without a ``cwd`` writes)."""
+    ``.zread/wiki`` a ``zread generate`` started without a ``cwd`` writes), the
+    ``journal`` every process it serves writes, and the ``calls`` read from it."""
 
     home: Path
     project: Path
+    journal: Path
+    strict: bool
+    """True (the default): the test fails when a call had violations."""
+    _watch: _Watch
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a process may run before it is killed (a violation of its call)."""
+        return self._watch.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        self._watch.timeout = seconds
+
+    @property
+    def calls(self) -> list[ZreadCall]:
+        """Every ``zread`` process the test ran so far, in the order they started."""
+        return _calls(self.journal, self._watch.killed)
 
 
 @pytest.fixture
 def zread_bin(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> ZreadExecutable:
+) -> Iterator[ZreadExecutable]:
     """A ``zread`` executable, its folder first on PATH for this test.
 
     Steer it with ``monkeypatch.setenv("ZREAD_SIM_SCENARIO", ...)`` (and ``_SEED``,
-    ``_SPEED``); the variables start cleared. It is the script ``zread-sim install``
+    ``_SPEED``); the variables start cleared, but for ``ZREAD_SIM_SPEED=0``: every delay
+    is instant unless the test asks for time. It is the script ``zread-sim install``
     writes (with nothing baked in), so it also runs in an environment a client strips.
     The test runs in a fresh project directory (``zread_bin.project``), and zread's
     HOME is a fresh folder (``zread_bin.home``, through ``ZREAD_SIM_HOME``), so nothing
     is written into the real HOME or the client's repository.
+
+    Every process journals into ``zread_bin.journal``; ``zread_bin.calls`` reads it. A
+    process running longer than ``zread_bin.timeout`` (60 s) is killed, and so is any
+    still running when the test ends. Then the test fails when a call had violations
+    (the client's mistakes, a process left running or killed at the timeout), naming
+    them; ``zread_bin.strict = False`` turns that off.
     """
     root = tmp_path_factory.mktemp("zread-bin")
     folder, home, project = root / "bin", root / "home", root / "project"
@@ -83,12 +260,26 @@ def zread_bin(
         made.mkdir()
     for variable in SIMULATOR_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
+    journal = root / "journal.jsonl"
     monkeypatch.setenv("ZREAD_SIM_HOME", str(home))
+    monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
+    monkeypatch.setenv("ZREAD_SIM_JOURNAL", str(journal))
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.chdir(project)
     executable = ZreadExecutable(write_zread_executable(folder))
-    executable.home, executable.project = home, project
-    return executable
+    executable.home, executable.project, executable.journal = home, project, journal
+    executable.strict = True
+    executable._watch = _Watch(journal, DEFAULT_CALL_TIMEOUT)
+    yield executable
+    executable._watch.close()
+    if executable.strict:
+        problems = [v for call in executable.calls for v in call.violations]
+        if problems:
+            pytest.fail(
+                "zread_bin: the zread processes of this test saw mistakes "
+                "(zread_bin.strict = False to allow them):\n  " + "\n  ".join(problems),
+                pytrace=False,
+            )
 
 
 @pytest.fixture

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from simulator.pytest_plugin import ZreadExecutable
 from simulator.runners.virtual import SimSession, ZreadSim
 
 pytest_plugins = ["pytester"]
@@ -97,14 +100,14 @@ def test_simulator_variables_never_leak_into_a_test(
         def test_2_sees_none_of_it(zread_bin):
             # Only the fresh home the fixture gives every test.
             leaked = sorted(k for k in os.environ if k.startswith("ZREAD_SIM_"))
-            assert leaked == ["ZREAD_SIM_HOME"]
+            assert leaked == ["ZREAD_SIM_HOME", "ZREAD_SIM_JOURNAL", "ZREAD_SIM_SPEED"]
+            assert os.environ["ZREAD_SIM_SPEED"] == "0"
             assert os.listdir(os.environ["ZREAD_SIM_HOME"]) == []
             zread = subprocess.Popen(
                 ["zread", "browse", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
             )
             first = json.loads(zread.stdout.readline())
-            zread.terminate()  # SIGTERM is quit (the end of stdin is not)
-            zread.communicate(timeout=30)
+            zread.communicate(b'{"type":"quit"}\\n', timeout=30)  # end of stdin is not quit
             assert first["vm"]["state"] == "loading"  # the default scenario, one wiki
         """
     )
@@ -224,7 +227,11 @@ def test_zread_sim_fixture_is_fresh_for_each_test(zread_sim: ZreadSim) -> None:
 
 def test_zread_bin_fixture_runs_zread(zread_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert shutil.which("zread") == str(zread_bin)
-    assert [k for k in os.environ if k.startswith("ZREAD_SIM_")] == ["ZREAD_SIM_HOME"]
+    assert sorted(k for k in os.environ if k.startswith("ZREAD_SIM_")) == [
+        "ZREAD_SIM_HOME",
+        "ZREAD_SIM_JOURNAL",
+        "ZREAD_SIM_SPEED",
+    ]
     monkeypatch.setenv("ZREAD_SIM_SCENARIO", "failing-pages")
     monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
     monkeypatch.setenv("ZREAD_SIM_SEED", "7")
@@ -277,3 +284,106 @@ def test_zread_bin_runs_in_an_environment_a_client_strips(zread_bin: Path, tmp_p
         [str(zread_bin), "generate", "--help"], env=env, capture_output=True, timeout=30
     )
     assert help_done.returncode == 0 and b"Generate wiki documentation" in help_done.stdout
+
+
+# -- zread_bin: calls, strict, timeout, nothing left running ---------------------------
+
+
+def test_zread_bin_lists_its_calls_with_what_happened(zread_bin: ZreadExecutable) -> None:
+    done = subprocess.run(
+        ["zread", "generate", "-y", "--stdio"], input=b"", capture_output=True, timeout=30
+    )
+    assert done.returncode == 0
+    subprocess.run(
+        ["zread", "config", "--stdio"], input=b'{"type":"quit"}\n', capture_output=True, timeout=30
+    )
+    calls = zread_bin.calls
+    assert [call.argv[1:] for call in calls] == [
+        ["generate", "-y", "--stdio"],
+        ["config", "--stdio"],
+    ]
+    assert [call.exit_code for call in calls] == [0, 0]
+    assert [call.how for call in calls] == ["done", "quit"]
+    assert calls[0].cwd == str(zread_bin.project)
+    assert calls[0].state == "done" and calls[1].state == "editing"
+    assert all(call.duration >= 0 and call.violations == [] for call in calls)
+
+
+def test_zread_bin_fails_a_test_whose_client_broke_the_protocol(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import subprocess
+
+        def test_out_of_turn(zread_bin):
+            subprocess.run(
+                ["zread", "config", "--stdio"],
+                input=b'{"type":"download"}\\n{"type":"quit"}\\n',
+                capture_output=True,
+                timeout=30,
+            )
+
+        def test_allowed(zread_bin):
+            zread_bin.strict = False
+            subprocess.run(
+                ["zread", "config", "--stdio"],
+                input=b'{"type":"download"}\\n{"type":"quit"}\\n',
+                capture_output=True,
+                timeout=30,
+            )
+            assert len(zread_bin.calls[0].violations) == 1
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*saw mistakes*", '*command "download" not allowed*'])
+
+
+def test_zread_bin_kills_what_a_test_left_running_and_says_so(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    pytester.makepyfile(
+        f"""
+        import json, subprocess
+        from pathlib import Path
+
+        def test_leaves_a_hang_behind(zread_bin, monkeypatch):
+            monkeypatch.setenv("ZREAD_SIM_SCENARIO", "hang")
+            zread = subprocess.Popen(
+                ["zread", "generate", "-y", "--stdio"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            )
+            json.loads(zread.stdout.readline())
+            Path({str(pid_file)!r}).write_text(str(zread.pid))
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*still running when the test ended (killed)*generate*"])
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.05)
+    assert not _running(pid)
+
+
+def test_zread_bin_kills_a_call_past_its_timeout(zread_bin: ZreadExecutable) -> None:
+    zread_bin.strict = False
+    zread_bin.timeout = 0.5
+    zread = subprocess.Popen(
+        ["zread", "config", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert zread.wait(10) == -signal.SIGKILL
+    (call,) = zread_bin.calls
+    assert call.exit_code is None and call.state == "editing"
+    assert call.violations[-1].endswith(
+        "killed after the 0.5 s timeout: in state editing: zread config --stdio"
+    )
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().split()[2] != "Z"
+    except OSError:
+        return False

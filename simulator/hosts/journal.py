@@ -80,6 +80,8 @@ class Event(msgspec.Struct, tag_field="kind", tag="event", frozen=True):
     pid: int
     t: float
     line: str
+    state: str = ""
+    """The vm state the event shows (config's vm has no ``state`` field: ``editing``)."""
 
 
 class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
@@ -151,8 +153,8 @@ class JournalWriter:
     def line(self, entry: JournalEntry) -> None:
         self._write(Line(pid=self.pid, **entry.as_json()))
 
-    def event(self, t: float, line: bytes) -> None:
-        self._write(Event(self.pid, t, _text(line)))
+    def event(self, t: float, line: bytes, state: str = "") -> None:
+        self._write(Event(self.pid, t, _text(line), state))
 
     def exit(self, t: float, code: int | None, how: str) -> None:
         """The last record of the process; once (a second call writes nothing)."""

@@ -342,8 +342,8 @@ class LiveSession:
                 self._take(self.session.resolve(effect, result))
         if outcome:
             if self.journal is not None:
-                for event in outcome:
-                    self.journal.event(self.session.now, event)
+                for event, state in zip(outcome, outcome.states, strict=False):
+                    self.journal.event(self.session.now, event, state)
             self._carry_out(self.stage.actions(outcome))
 
     def _carry_out(self, actions: list[faults.Action]) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from simulator.pytest_plugin import ZreadExecutable
 from simulator.tools.remote import Remote
 
 from .helpers import NOBODY_ANSWERS
@@ -1027,8 +1028,9 @@ def spawn_zread(*args: str) -> Sim:
 
 
 def test_zread_remote_steers_the_zread_a_test_spawned(
-    zread_bin: Path, zread_remote: Remote, monkeypatch: pytest.MonkeyPatch
+    zread_bin: ZreadExecutable, zread_remote: Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    zread_bin.strict = False  # it ends zread with SIGTERM on purpose
     monkeypatch.setenv("ZREAD_SIM_SPEED", "5")  # slow enough to catch it running
     with spawn_zread("generate", "-y", "--stdio") as sim:
         first = sim.next_event()
@@ -1060,6 +1062,9 @@ def test_zread_remote_works_whatever_the_fixture_order(
     with spawn_zread("generate", "--stdio") as sim:
         sim.next_event()
         assert zread_remote.snapshot()["state"] == "select_action"
+        sim.send({"type": "quit"})
+        sim.until_done()
+        assert sim.wait() == 0
 
 
 # -- regressions: the process must always end, whatever happens around it ---------------

@@ -33,7 +33,7 @@ def test_each_kind_of_record(tmp_path: Path) -> None:
     journal.start(["zread-sim", "config", "--stdio"], "/somewhere", "config")
     entry = JournalEntry(0.5, b'{"type":"nope"}', "editing", ("save", "quit"), False, "no")
     journal.line(entry)
-    journal.event(0.5, b'{"vm":{},"waiting_for":[],"done":true,"error":""}\n')
+    journal.event(0.5, b'{"vm":{},"waiting_for":[],"done":true,"error":""}\n', "editing")
     journal.exit(0.75, 0, "quit")
     journal.exit(1.0, 3, "signal")  # once: the first exit is the process's
     journal.close()
@@ -53,6 +53,7 @@ def test_each_kind_of_record(tmp_path: Path) -> None:
         "pid": 7,
         "t": 0.5,
         "line": '{"vm":{},"waiting_for":[],"done":true,"error":""}',
+        "state": "editing",
     }
     assert end == {"kind": "exit", "pid": 7, "t": 0.75, "code": 0, "how": "quit"}
     assert warned == []
