@@ -1,9 +1,15 @@
 """The pytest plugin: ``zread_sim`` and ``zread_bin``, active once zread-sim is installed.
 
-Owns only the fixtures; the logic lives in plain classes usable without pytest
-(:class:`simulator.virtual.ZreadSim`, :func:`simulator.pipes.spawn`). Every test gets a
-fresh world: nothing a session or a ``zread`` process does leaks into the next test.
-Override either fixture in a ``conftest.py`` to change its defaults.
+Owns the fixtures, and what ``zread_bin`` makes of its processes' journal: the calls
+(:class:`ZreadCall`) and the watch that kills a call past its timeout or left running.
+The sessions' logic lives in plain classes usable without pytest
+(:class:`simulator.virtual.ZreadSim`, :func:`simulator.pipes.spawn`); reading a journal
+is :mod:`simulator.tools.journal`'s. Every test gets a fresh world: nothing a session or
+a ``zread`` process does leaks into the next test. Override either fixture in a
+``conftest.py`` to change its defaults.
+
+The watch is a thread that reads the journal ten times a second: the processes are the
+client's children, not the fixture's, so the journal is the one place that lists them.
 """
 
 from __future__ import annotations
