@@ -460,6 +460,8 @@ def _run(
 ) -> int:
     from simulator.scenario import load_scenario
 
+    if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
+        return _run_replay(args, stdin, stdout)
     scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
     if not args.journal:
         return _run_session(args, scenario, stdin, stdout, environ, None)
@@ -475,6 +477,16 @@ def _run(
         return _run_session(args, scenario, stdin, stdout, environ, journal)
     finally:
         journal.close()
+
+
+def _run_replay(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    from simulator.tools.replay import cassette_of, run_replay
+
+    for option, flag in (("control", "--control"), ("journal", "--journal")):
+        if getattr(args, option):
+            raise UsageError(f"{flag} cannot be used with --scenario replay:CASSETTE")
+    path = cassette_of(args.scenario) or ""
+    return run_replay(path, stdin, stdout, speed=args.speed, frame=args.frame, program=args.program)
 
 
 def _run_session(

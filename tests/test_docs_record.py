@@ -1,5 +1,5 @@
-"""docs/record.md's example runs as written: record the simulator itself, then check
-the cassette (in a fresh directory, with this interpreter as ``python``)."""
+"""docs/record.md's example runs as written: record the simulator itself, check the
+cassette, replay it (in a fresh directory, with this interpreter as ``python``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def example() -> str:
     return match.group(1)
 
 
-def test_the_example_records_and_checks_clean(tmp_path: Path) -> None:
+def test_the_example_records_checks_and_replays(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     python = bin_dir / "python"
@@ -35,10 +35,10 @@ def test_the_example_records_and_checks_clean(tmp_path: Path) -> None:
         ["bash", "-c", script], capture_output=True, env=env, timeout=60, check=False
     )
     out = done.stdout.decode()
-    assert "exit 0" in out, (out, done.stderr.decode())
+    assert "check: exit 0" in out and "replay: the same bytes" in out, (out, done.stderr)
     where = Path(out.split("dir ", 1)[1].strip())
     events = [json.loads(line) for line in (where / "events.jsonl").read_text().splitlines()]
-    assert events[-1]["done"] is True
-    assert [f["value"] for f in events[1]["vm"]["fields"][:1]] == ["zh"]
-    cassette = json.loads((where / "config.json").read_text())
-    assert [line["dir"] for line in cassette["lines"]] == ["out", "in", "out", "in", "out"]
+    assert events[-1]["done"] is True and events[-1]["vm"]["state"] == "done"
+    cassette = json.loads((where / "update.json").read_text())
+    sent = [line["line"] for line in cassette["lines"] if line["dir"] == "in"]
+    assert [json.loads(line)["type"] for line in sent] == ["download", "skip_restart"]
