@@ -582,6 +582,12 @@ def _dispatch(
     return _run(args, stdin or _standard_input(), out, environ)
 
 
+RECORD_MODES = ("none", "once", "all")
+"""``ZREAD_SIM_RECORD_MODE``, as vcrpy's: ``none`` replays the cassette (it must exist),
+``once`` (the default) replays it when it exists and records it when it does not,
+``all`` records it every time."""
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -609,9 +615,20 @@ def main(
 
         return record_main(argv)
     if environment.get("ZREAD_SIM_RECORD"):  # the drop-in recorder, around ZREAD_SIM_REAL
-        from simulator.tools.record import record_as_dropin
+        mode = environment.get("ZREAD_SIM_RECORD_MODE", "once")
+        cassette = environment["ZREAD_SIM_RECORD"]
+        if mode not in RECORD_MODES:
+            err.write(f"{name}: ZREAD_SIM_RECORD_MODE: {mode!r} is not one of none, once, all\n")
+            return ExitCode.USAGE
+        if mode == "none" or (mode == "once" and os.path.exists(cassette)):
+            environment = {  # play the cassette back instead of running zread
+                **{k: v for k, v in environment.items() if k != "ZREAD_SIM_RECORD"},
+                "ZREAD_SIM_SCENARIO": f"replay:{cassette}",
+            }
+        else:
+            from simulator.tools.record import record_as_dropin
 
-        return record_as_dropin(argv, environment)
+            return record_as_dropin(argv, environment)
     try:
         return _dispatch(argv, name, stdin, stdout, err, environment)
     except ConfigurationError as error:  # the user's setup: one line, nothing changed

@@ -806,3 +806,40 @@ def test_record_and_check_are_not_zread_commands() -> None:
     err = io.StringIO()
     assert main(["check", "x.json"], stderr=err, environ={}, prog="zread") == 2
     assert "check" in err.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["once", "all"])
+def test_record_modes_record_then_replay_or_record_again(tmp_path: Path, mode: str) -> None:
+    real = tmp_path / "real-zread"
+    real.write_text(
+        f'#!/bin/sh\necho ran >> {tmp_path / "runs"}\nexec {sys.executable} -m simulator "$@"\n'
+    )
+    real.chmod(0o755)
+    cassette = tmp_path / "version.json"
+    env = {
+        "ZREAD_SIM_RECORD": str(cassette),
+        "ZREAD_SIM_REAL": str(real),
+        "ZREAD_SIM_RECORD_MODE": mode,
+    }
+    first = run_cli(["version", "--stdio", "--no-files"], env=env)
+    second = run_cli(["version", "--stdio", "--no-files"], env=env)
+    assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
+    assert first.stdout == second.stdout
+    runs = (tmp_path / "runs").read_text().count("ran")
+    assert runs == (1 if mode == "once" else 2)  # once: the second run is the replay
+
+
+def test_record_mode_none_needs_the_cassette(tmp_path: Path) -> None:
+    env = {"ZREAD_SIM_RECORD": str(tmp_path / "missing.json"), "ZREAD_SIM_RECORD_MODE": "none"}
+    done = run_cli(["version", "--stdio", "--no-files"], env=env)
+    assert done.returncode == 2 and b"missing.json" in done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def test_an_unknown_record_mode_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {"ZREAD_SIM_RECORD": str(tmp_path / "c.json"), "ZREAD_SIM_RECORD_MODE": "new"}
+    done = run_cli(["version", "--stdio"], env=env)
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        "zread-sim: ZREAD_SIM_RECORD_MODE: 'new' is not one of none, once, all"
+    ]
