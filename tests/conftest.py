@@ -33,6 +33,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session", autouse=True)
+def every_module_imported_once() -> None:
+    """Import every module of the project before any test runs.
+
+    pytester's in-process runs (the docs' examples, the plugin's tests) drop the modules
+    they import when they end; a module imported by the outer run stays. Without this, a
+    module first imported in an example would be imported again by the next one while
+    its importers stay, and two copies of one class would not be the same class (an
+    effect type a store no longer recognises)."""
+    import importlib
+    import pkgutil
+
+    import simulator
+    import statecharts
+
+    for package in (simulator, statecharts):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def nothing_written_where_it_must_not_be() -> Iterator[None]:
     """zread's places of the real machine are as they were when the run began."""
     watched = [REPOSITORY / ".zread", REAL_HOME / ".zread"]
