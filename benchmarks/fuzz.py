@@ -4,7 +4,7 @@ For each driver, ``--lines`` lines (default 100,000) go to real ``python -m simu
 <driver> --stdio --no-files`` processes over pipes, one at a time: valid commands (the
 reference client's answer to the last event), valid commands with wrong params,
 arbitrary JSON, bytes that are not JSON or not UTF-8, blank and near-blank lines, and
-the shapes a fault campaign found (deep nesting, integers of thousands of digits,
+the shapes that break decoders (deep nesting, integers of thousands of digits,
 escaped lone surrogates, ``\\v``). A process that writes ``done:true`` is replaced by a
 new one (another seed, another built-in scenario).
 

@@ -907,7 +907,7 @@ def test_step_with_nothing_pending_does_nothing() -> None:
 # -- properties (Hypothesis): no input kills a session ----------------------------------
 #
 # Any mix of lines (valid commands, valid-looking commands with wrong params, arbitrary
-# JSON, bytes that are not JSON, the shapes a fault campaign found: deep nesting, huge
+# JSON, bytes that are not JSON, the shapes that break decoders: deep nesting, huge
 # integers, escaped surrogates, odd whitespace) and of time passing, for every driver
 # and built-in scenario. Effects are carried out as a runner does (a real browse
 # server), so every state a line can reach is reached.
