@@ -6,8 +6,9 @@ line on stderr and exit 2), plays it as a :class:`~simulator.core.replay.ReplayS
 on the plain selector runner, writes each divergence's line on stderr, and exits with
 the recorded exit code when the recording was played to its end.
 
-Only vcrpy's ``none`` record mode is offered: a replay never records, and never runs
-the real program.
+``replay:`` is vcrpy's ``none`` record mode: a replay never records, and never runs
+the real program. The drop-in's ``ZREAD_SIM_RECORD_MODE`` (``once``, ``all``, ``none``,
+in :mod:`simulator.cli`) chooses between recording and replaying.
 """
 
 from __future__ import annotations
