@@ -13,6 +13,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -457,3 +458,22 @@ class Program(Proc):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
         super().kill()
+
+
+def held_ports(count: int) -> tuple[int, list[socket.socket]]:
+    """A base port (far from 9681: tests running at once may use those) with ``count``
+    ports from it held by listening sockets; the caller closes them."""
+    for base in range(23_000, 60_000, 617):
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+        except OSError:
+            for sock in held:
+                sock.close()
+            continue
+        return base, held
+    raise AssertionError("no free run of ports")

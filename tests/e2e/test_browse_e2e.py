@@ -30,6 +30,7 @@ import msgspec
 import pytest
 
 from simulator.scenario import load_scenario, wiki
+from tests.e2e.helpers import held_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 5.0
@@ -177,25 +178,6 @@ def catalog(seed: int = 0, scenario: str = "default") -> tuple[wiki.Page, ...]:
 
 def titles(seed: int = 0) -> list[str]:
     return [page.title for page in catalog(seed)]
-
-
-def held_ports(count: int) -> tuple[int, list[socket.socket]]:
-    """A base port (far from 9681) with ``count`` ports from it held by listening
-    sockets."""
-    for base in range(25_000, 60_000, 811):
-        held: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-                sock.listen()
-        except OSError:
-            for sock in held:
-                sock.close()
-            continue
-        return base, held
-    raise AssertionError("no free run of ports")
 
 
 def test_default_loads_serves_and_quits(spawn: Any) -> None:

@@ -39,6 +39,7 @@ from simulator.hosts.wikiserver import (
     render_markdown,
 )
 from simulator.scenario import wiki
+from tests.e2e.helpers import held_ports
 
 OVERVIEW = """\
 The widget turns <input> into output & keeps it.
@@ -259,27 +260,8 @@ def test_ipv6_loopback_in_brackets(site: FakeSite) -> None:
         assert get(running, "/").status == 200
 
 
-def free_run(count: int) -> tuple[int, list[socket.socket]]:
-    """A base port with ``count`` ports from it held by listening sockets (not a port
-    near 9681: tests running at once may use those)."""
-    for base in range(23_000, 60_000, 617):
-        held: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-                sock.listen()
-        except OSError:
-            for sock in held:
-                sock.close()
-            continue
-        return base, held
-    raise AssertionError("no free run of ports")
-
-
 def test_a_busy_port_moves_to_the_next_free_one_upward(site: FakeSite) -> None:
-    base, held = free_run(3)
+    base, held = held_ports(3)
     try:
         with WikiServer(site, port=base) as running:
             assert base + 3 <= running.port < base + PORT_TRIES
@@ -291,14 +273,14 @@ def test_a_busy_port_moves_to_the_next_free_one_upward(site: FakeSite) -> None:
 
 
 def test_a_free_port_is_taken_as_asked(site: FakeSite) -> None:
-    base, held = free_run(1)
+    base, held = held_ports(1)
     held[0].close()
     with WikiServer(site, port=base) as running:
         assert running.port == base
 
 
 def test_a_hundred_busy_ports_are_an_error(site: FakeSite) -> None:
-    base, held = free_run(PORT_TRIES)
+    base, held = held_ports(PORT_TRIES)
     try:
         with pytest.raises(ListenError) as busy:
             WikiServer(site, port=base)
