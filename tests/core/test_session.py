@@ -920,6 +920,7 @@ from simulator.hosts.effects import EffectHost  # noqa: E402
 from simulator.launch import build_session  # noqa: E402
 from simulator.scenario import builtin_names  # noqa: E402
 from simulator.tools.client import ReferenceClient  # noqa: E402
+from tests.e2e.helpers import vm_and_waiting_for_bytes  # noqa: E402
 
 COMMANDS = ("browse", "generate", "config", "login", "update", "version")
 KEY_ORDER = ["vm", "waiting_for", "done", "error"]
@@ -1033,15 +1034,11 @@ def test_no_line_and_no_wait_kills_a_session(
             assert len(out) == 1, (line[:80], out)
             event = check_event(out[0])
             if event["error"]:
-                assert vm_and_waiting_for(out[0]) == vm_and_waiting_for(before)
+                assert vm_and_waiting_for_bytes(out[0]) == vm_and_waiting_for_bytes(before)
                 assert event["done"] is False and session.state == state
             last = out[0]
     finally:
         host.close()
-
-
-def vm_and_waiting_for(line: bytes) -> bytes:
-    return line[: line.index(b',"done":')]
 
 
 def test_a_journal_entry_as_plain_json_is_redacted_and_text() -> None:
