@@ -284,8 +284,12 @@ class LiveSession:
                 if self.on_fire is not None:
                     self.on_fire(self, t - timer.deadline)
                 self._take(outcome)
-            if not self._stopped and not self._done and not self._due_before(now + 1e-9):
-                self._take(self.session.advance(t))  # the clock moves (nothing is due)
+            deadline = self.session.next_deadline()
+            nothing_due = deadline is None or self.origin + deadline > now
+            if not self._stopped and not self._done and nothing_due:
+                # The clock moves. A timer armed by this tick and due already (at speed
+                # 0, all of them) is left to the next tick: advance() would fire it now.
+                self._take(self.session.advance(t))
         self._settle()
 
     # -- admin -------------------------------------------------------------------------
