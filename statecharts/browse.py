@@ -265,6 +265,7 @@ CHART = {
     "name": "browse",
     "model": "BrowseModel",
     "delays": [],
+    "failures": ["server"],
     "initial": "starting",
     "states": [
         {"name": "starting"},

@@ -127,6 +127,7 @@ CHART = {
     "name": "config",
     "model": "ConfigModel",
     "delays": [],
+    "failures": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},

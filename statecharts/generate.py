@@ -496,6 +496,7 @@ CHART = {
     "name": "generate",
     "model": "GenerateModel",
     "delays": ["page", "page_retry"],
+    "failures": ["repository", "catalog", "page"],
     "initial": "starting",
     "states": [
         {"name": "starting"},

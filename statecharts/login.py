@@ -178,6 +178,7 @@ CHART = {
     "name": "login",
     "model": "LoginModel",
     "delays": [],
+    "failures": ["init_flow", "authorization", "save"],
     "initial": "starting",
     "states": [
         {"name": "starting"},

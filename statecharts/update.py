@@ -137,6 +137,7 @@ CHART = {
     "name": "update",
     "model": "UpdateModel",
     "delays": [],
+    "failures": ["check", "download"],
     "initial": "starting",
     "states": [
         {"name": "starting"},

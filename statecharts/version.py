@@ -53,6 +53,7 @@ CHART = {
     "name": "version",
     "model": "VersionModel",
     "delays": [],
+    "failures": [],
     "initial": "starting",
     "states": [
         {"name": "starting"},

@@ -32,6 +32,13 @@ A chart dict has:
   before the first candidate's conditions, and no candidate depends on the order.
 - ``commands``: ``{type: {"params": <Struct name in the module>, "check": <method>}}``
   for every command a client may send.
+- ``failures``: every scenario failure point the model asks about
+  (``self.rt.failure("page", ...)``), each once; asking about another is a bug.
+
+Each transition a session can take is one :class:`TransitionSpec` of
+:attr:`Chart.transitions` (one per source of a chart entry), named by its ``key``; the
+machine tells the model which one ran (``Driver.transition_taken``), so a session can
+say what of its chart it reached (:mod:`simulator.core.coverage`).
 
 A chart may declare an internal ``_start`` trigger: the session fires it once before
 the first event, so a chart can choose its first state from flags and the world.
@@ -55,10 +62,20 @@ from typing import Any
 
 from transitions import Machine
 
+from simulator.core.coverage import Reached
 from simulator.core.driver import Driver
 from simulator.core.errors import SimulatorBug
+from simulator.scenario.failures import POINTS
 
-__all__ = ["Chart", "ChartError", "CommandSpec", "StateSpec", "TimerSpec", "compile_chart"]
+__all__ = [
+    "Chart",
+    "ChartError",
+    "CommandSpec",
+    "StateSpec",
+    "TimerSpec",
+    "TransitionSpec",
+    "compile_chart",
+]
 
 _CALLBACK_KEYS = ("conditions", "unless", "prepare", "before", "after")
 WORLD_DELAY = "world."
@@ -92,8 +109,44 @@ class CommandSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TransitionSpec:
+    """One transition a session can take: a chart entry from one of its sources."""
+
+    index: int
+    trigger: str
+    source: str
+    dest: str | None
+    """None: internal, the state stays."""
+    conditions: tuple[str, ...]
+    unless: tuple[str, ...]
+
+    @property
+    def internal(self) -> bool:
+        """Fired by the session (a timer, start-up, an effect's answer), not a client."""
+        return self.trigger.startswith("_")
+
+    @property
+    def guard(self) -> str:
+        """``[a,b,!c]``: the conditions that must hold, ``!`` for an ``unless``; or ""."""
+        names = [*self.conditions, *(f"!{name}" for name in self.unless)]
+        return f"[{','.join(names)}]" if names else ""
+
+    @property
+    def key(self) -> str:
+        """``trigger source->dest [guard]``: how journals and reports name it."""
+        key = f"{self.trigger} {self.source}->{self.dest or self.source}"
+        return f"{key} {self.guard}" if self.guard else key
+
+
+@dataclass(frozen=True, slots=True)
 class Chart:
-    """A compiled chart: its states, commands and the machine shared by its sessions."""
+    """A compiled chart: its states, commands and the machine shared by its sessions.
+
+    ``transitions``, ``gates`` (``(state, command)`` for each command a state waits
+    for) and ``failures`` (the failure points the model asks about) are in chart order;
+    a session's coverage masks index them, and ``state_bits``, ``gate_bits`` and
+    ``failure_bits`` give the bit of each.
+    """
 
     name: str
     initial: str
@@ -104,10 +157,31 @@ class Chart:
     delays: frozenset[str]
     has_start: bool
     shows_state: bool
+    transitions: tuple[TransitionSpec, ...]
+    gates: tuple[tuple[str, str], ...]
+    failures: tuple[str, ...]
+    state_bits: Mapping[str, int]
+    gate_bits: Mapping[tuple[str, str], int]
+    failure_bits: Mapping[str, int]
 
-    def fire(self, model: Driver, trigger: str, **payload: Any) -> bool:
-        """Fire ``trigger`` on ``model``; True when a transition ran."""
-        return bool(self.machine.events[trigger].trigger(model, **payload))
+    def fire(self, model: Driver, trigger: str, **payload: Any) -> TransitionSpec | None:
+        """Fire ``trigger`` on ``model``; the transition that ran, or None."""
+        model.transition_taken = -1
+        if not self.machine.events[trigger].trigger(model, **payload):
+            return None
+        return self.transitions[model.transition_taken]
+
+    def reached(
+        self, states: int = 0, transitions: int = 0, gates: int = 0, failures: int = 0
+    ) -> Reached:
+        """The names of what the bit masks mark (bit ``i`` is item ``i`` in chart order)."""
+        return Reached(
+            self.name,
+            frozenset(name for name, bit in self.state_bits.items() if states & bit),
+            frozenset(t.key for t in self.transitions if transitions >> t.index & 1),
+            frozenset(f"{s}:{c}" for (s, c), bit in self.gate_bits.items() if gates & bit),
+            frozenset(name for name, bit in self.failure_bits.items() if failures & bit),
+        )
 
     def accepts(self, state: str, trigger: str) -> bool:
         """True when ``trigger`` has a transition out of ``state``."""
@@ -141,15 +215,23 @@ def compile_chart(module: types.ModuleType) -> Chart:
     _check_transitions(name, transitions, states, model)
     commands = _compile_commands(name, data.get("commands", {}), module, model)
     _check_gates(name, states, transitions, commands)
+    failures = _compile_failures(name, data.get("failures", ()))
+    entries = _prepare_once(name, transitions)
+    specs = _transition_specs(name, entries)
+    taken: dict[int, int] = {}  # id of the machine's Transition -> its spec's index
     machine = Machine(
         model=None,
         states=[_machine_state(spec) for spec in data["states"]],
-        transitions=_prepare_once(name, transitions),
+        transitions=entries,
         initial=data["initial"],
         send_event=True,
         auto_transitions=False,
         ignore_invalid_triggers=True,
+        before_state_change=[_taken_by(taken)],
     )
+    for spec, transition in zip(specs, _machine_transitions(machine, specs), strict=True):
+        taken[id(transition)] = spec.index
+    gates = tuple((s.name, command) for s in states.values() for command in s.waiting_for)
     delays = declared | frozenset(
         t.after for s in states.values() for t in s.timers if not t.after.startswith(WORLD_DELAY)
     )
@@ -164,7 +246,65 @@ def compile_chart(module: types.ModuleType) -> Chart:
         delays=delays,
         has_start=any(t["trigger"] == "_start" for t in transitions),
         shows_state="state" in vm_fields,
+        transitions=specs,
+        gates=gates,
+        failures=failures,
+        state_bits={state: 1 << i for i, state in enumerate(states)},
+        gate_bits={gate: 1 << i for i, gate in enumerate(gates)},
+        failure_bits={point: 1 << i for i, point in enumerate(failures)},
     )
+
+
+def _transition_specs(chart: str, entries: list[dict[str, Any]]) -> tuple[TransitionSpec, ...]:
+    specs = tuple(
+        TransitionSpec(
+            index=i,
+            trigger=t["trigger"],
+            source=t["source"],
+            dest=t.get("dest"),
+            conditions=tuple(_names(t.get("conditions"))),
+            unless=tuple(_names(t.get("unless"))),
+        )
+        for i, t in enumerate(entries)
+    )
+    seen: set[str] = set()
+    for spec in specs:
+        _require(spec.key not in seen, chart, f"transition {spec.key!r} is declared twice")
+        seen.add(spec.key)
+    return specs
+
+
+def _machine_transitions(machine: Machine, specs: Iterable[TransitionSpec]) -> list[object]:
+    """The machine's Transition object of each spec: candidates of one trigger from one
+    source are kept in the order they were given, which is the specs' order."""
+    used: dict[tuple[str, str], int] = {}
+    out: list[object] = []
+    for spec in specs:
+        key = (spec.trigger, spec.source)
+        k = used.get(key, 0)
+        used[key] = k + 1
+        out.append(machine.events[spec.trigger].transitions[spec.source][k])
+    return out
+
+
+def _taken_by(index: dict[int, int]) -> Any:
+    """The machine's ``before_state_change`` callback: it runs once a candidate's
+    conditions hold, and tells the model which transition that is."""
+
+    def taken(event: Any) -> None:
+        event.model.transition_taken = index[id(event.transition)]
+
+    return taken
+
+
+def _compile_failures(chart: str, raw: Any) -> tuple[str, ...]:
+    _require(
+        isinstance(raw, list | tuple), chart, f"failures must be a list of points, not {raw!r}"
+    )
+    for point in raw:
+        _require(point in POINTS, chart, f"failure point {point!r} is not one of {POINTS}")
+    _require(len(set(raw)) == len(raw), chart, "a failure point is declared twice")
+    return tuple(raw)
 
 
 def _resolve_model(chart: str, name: Any, module: types.ModuleType) -> type[Driver]:

@@ -91,6 +91,9 @@ class Driver:
 
     vm_type: ClassVar[type[Any]]
     state: str
+    transition_taken: int = -1
+    """The index of the chart transition that ran last (written by the chart's machine;
+    :attr:`simulator.core.chart.Chart.transitions`)."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt

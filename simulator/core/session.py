@@ -36,7 +36,8 @@ from typing import Any, Final
 
 import msgspec
 
-from simulator.core.chart import WORLD_DELAY, Chart
+from simulator.core.chart import WORLD_DELAY, Chart, ChartError, TransitionSpec
+from simulator.core.coverage import Reached
 from simulator.core.driver import Flags, InvalidParams
 from simulator.core.envelope import (
     JSON_WHITESPACE,
@@ -156,6 +157,7 @@ class Session:
     """A chart instance driven by lines and by time; see the module docstring."""
 
     __slots__ = (
+        "_answered",
         "_done",
         "_effects",
         "_failures",
@@ -165,15 +167,18 @@ class Session:
         "_last_vm",
         "_last_waiting_for",
         "_live",
+        "_met",
         "_now",
         "_rng",
         "_scenario",
         "_seed",
+        "_seen",
         "_seq",
         "_shown_state",
         "_speed",
         "_started",
         "_timing_rng",
+        "_took",
         "chart",
         "driver",
         "peer_attached",
@@ -213,6 +218,8 @@ class Session:
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
         self._journal: list[JournalEntry] = []
+        # What the session reached of its chart, as bit masks (Chart.reached names them):
+        self._seen = self._took = self._answered = self._met = 0
         self.peer_attached = False  # a control peer can answer requests (set by the runner)
         self.driver = chart.model(self)
         self.driver.state = chart.initial
@@ -245,7 +252,13 @@ class Session:
         self._live.pop(timer_id, None)
 
     def failure(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
-        return self._failures.check(point, target=target, attempt=attempt)
+        bit = self.chart.failure_bits.get(point)
+        if bit is None:
+            raise ChartError(f"chart {self.chart.name}: failure point {point!r} is not declared")
+        failure = self._failures.check(point, target=target, attempt=attempt)
+        if failure is not None:
+            self._met |= bit
+        return failure
 
     def effect(self, effect: object) -> None:
         self._effects.append(effect)
@@ -281,6 +294,18 @@ class Session:
     def waiting_for(self) -> tuple[str, ...]:
         """The waiting_for of the last event."""
         return self._last_waiting_for
+
+    @property
+    def reached(self) -> Reached:
+        """What of its chart the session reached so far: states entered, transitions
+        taken, gates the client answered, failures met (:mod:`simulator.core.coverage`)."""
+        return self.chart.reached(self._seen, self._took, self._answered, self._met)
+
+    @property
+    def coverage_marks(self) -> tuple[int, int, int, int]:
+        """:attr:`reached` as the bit masks it is made from, (states, transitions,
+        gates, failures): cheap to compare, for a runner that journals what is new."""
+        return self._seen, self._took, self._answered, self._met
 
     def set_speed(self, speed: float) -> None:
         """Change ``--speed`` now; pending timers keep the share of their wait done."""
@@ -338,8 +363,9 @@ class Session:
             raise SessionError("start() was already called")
         self._started = True
         before = self.driver.state
+        self._seen |= self.chart.state_bits[before]
         if self.chart.has_start:
-            self.chart.fire(self.driver, "_start")
+            self._took_one(self.chart.fire(self.driver, "_start"))
         self._entered(before, force=True)
         out = Outcome()
         self._emit(out)
@@ -362,6 +388,7 @@ class Session:
             if command.type == "quit":
                 decode_params(command.params, _NoParams)  # params, if any, an object
                 self._record(line, "")
+                self._answered |= self.chart.gate_bits.get((self.driver.state, "quit"), 0)
                 return self.quit()
             spec = self.chart.states[self.driver.state]
             if command.type not in spec.waiting_for:
@@ -371,6 +398,7 @@ class Session:
             self._record(line, rejected.text)
             return self._reject(out, rejected.text)
         self._record(line, "")
+        self._answered |= self.chart.gate_bits[(self.driver.state, command.type)]
         self._fire(command.type, {"params": params})
         self._emit(out)
         return self._close(out)
@@ -502,13 +530,19 @@ class Session:
     def _fire(self, trigger: str, payload: dict[str, Any]) -> bool:
         before = self.driver.state
         fired = self.chart.fire(self.driver, trigger, **payload)
+        self._took_one(fired)
         self._entered(before)
-        return fired
+        return fired is not None
+
+    def _took_one(self, transition: TransitionSpec | None) -> None:
+        if transition is not None:
+            self._took |= 1 << transition.index
 
     def _entered(self, before: str, *, force: bool = False) -> None:
         state = self.driver.state
         if state == before and not force:
             return
+        self._seen |= self.chart.state_bits[state]
         for seq, timer in list(self._live.items()):
             if timer.state and timer.state != state:
                 del self._live[seq]

@@ -13,6 +13,10 @@ process that wrote it, so several processes can share one file:
   ``waiting_for``, ``after_done``, ``error``);
 - ``event``: ``t`` and ``line``, one event the session produced, as it went to the
   output (before ``--frame`` framing and transport faults);
+- ``cover``: ``t``, ``command``, and what of its chart the session reached since the
+  previous ``cover`` record (:mod:`simulator.core.coverage`): ``states``,
+  ``transitions``, ``gates``, ``failures`` and ``faults``, lists of names; written
+  before the events that show it are written out, so a process killed later keeps it;
 - ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`).
 
 ``t`` is session seconds (since the first event, less the time spent paused). Lines
@@ -38,12 +42,14 @@ from typing import Final
 
 import msgspec
 
+from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import redact_line
 from simulator.core.session import JournalEntry
 
 __all__ = [
     "HOWS",
+    "Cover",
     "Event",
     "Exit",
     "JournalError",
@@ -84,6 +90,27 @@ class Event(msgspec.Struct, tag_field="kind", tag="event", frozen=True):
     """The vm state the event shows (config's vm has no ``state`` field: ``editing``)."""
 
 
+class Cover(msgspec.Struct, tag_field="kind", tag="cover", frozen=True, omit_defaults=True):
+    pid: int
+    t: float
+    command: str
+    states: list[str] = []
+    transitions: list[str] = []
+    gates: list[str] = []
+    failures: list[str] = []
+    faults: list[str] = []
+
+    def reached(self) -> Reached:
+        return Reached(
+            self.command,
+            frozenset(self.states),
+            frozenset(self.transitions),
+            frozenset(self.gates),
+            frozenset(self.failures),
+            frozenset(self.faults),
+        )
+
+
 class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
     pid: int
     t: float
@@ -91,7 +118,7 @@ class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
     how: str
 
 
-Record = Start | Line | Event | Exit
+Record = Start | Line | Event | Cover | Exit
 """One line of a journal file."""
 
 HOWS: Final = {
@@ -155,6 +182,21 @@ class JournalWriter:
 
     def event(self, t: float, line: bytes, state: str = "") -> None:
         self._write(Event(self.pid, t, _text(line), state))
+
+    def cover(self, t: float, reached: Reached) -> None:
+        """What the session reached that no earlier ``cover`` record of it said."""
+        self._write(
+            Cover(
+                self.pid,
+                t,
+                reached.command,
+                sorted(reached.states),
+                sorted(reached.transitions),
+                sorted(reached.gates),
+                sorted(reached.failures),
+                sorted(reached.faults),
+            )
+        )
 
     def exit(self, t: float, code: int | None, how: str) -> None:
         """The last record of the process; once (a second call writes nothing)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from simulator.core.envelope import RejectedLine, decode_command
@@ -80,6 +81,7 @@ class LiveSession:
     __slots__ = (
         "_backlog",
         "_clock",
+        "_covered",
         "_done",
         "_ending",
         "_journaled",
@@ -143,6 +145,9 @@ class LiveSession:
         """Where what happens is journaled (``--journal``); set before :meth:`start`."""
         self._journaled = 0
         """How many of the session's journal entries went to :attr:`journal`."""
+        self._covered: tuple[tuple[int, ...], frozenset[str]] = ((0, 0, 0, 0), frozenset())
+        """What the journal's ``cover`` records said so far (the session's marks, the
+        faults fired)."""
         self._ending = ""
         """What is ending the run (a ``how`` of the journal), once something is."""
         self._lines = LineBuffer()
@@ -345,10 +350,12 @@ class LiveSession:
             for effect, result in self.host.perform_all(self.owner, effects):
                 self._take(self.session.resolve(effect, result))
         if outcome:
+            actions = self.stage.actions(outcome)
             if self.journal is not None:
+                self._journal_cover()
                 for event, state in zip(outcome, outcome.states, strict=False):
                     self.journal.event(self.session.now, event, state)
-            self._carry_out(self.stage.actions(outcome))
+            self._carry_out(actions)
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
         if self._waiting:
@@ -411,6 +418,18 @@ class LiveSession:
                 self.journal.exit(self.now(), code, self._ending or "done")
             if self.on_finish is not None:
                 self.on_finish(code)
+
+    def _journal_cover(self) -> None:
+        """Tell the journal what the session reached since it was last told."""
+        assert self.journal is not None
+        marks, faults_fired = self.session.coverage_marks, self.stage.faults.fired
+        old_marks, old_faults = self._covered
+        if marks == old_marks and faults_fired == old_faults:
+            return
+        self._covered = marks, faults_fired
+        new = self.session.chart.reached(*(m & ~o for m, o in zip(marks, old_marks, strict=True)))
+        new = replace(new, faults=faults_fired - old_faults)
+        self.journal.cover(self.session.now, new)
 
     def _journal_lines(self) -> None:
         """Hand the journal the entries the session made since the last call."""

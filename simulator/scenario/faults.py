@@ -146,6 +146,11 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self._faults)
 
+    @property
+    def fired(self) -> frozenset[str]:
+        """The kinds of the faults that fired so far."""
+        return frozenset(f.kind for f, n in zip(self._faults, self._fired, strict=True) if n)
+
     def set_speed(self, speed: float) -> None:
         """The factor ``split`` pauses are multiplied by from now on."""
         self._speed = speed

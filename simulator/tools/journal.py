@@ -30,9 +30,10 @@ from typing import BinaryIO, Final
 
 import msgspec
 
+from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
 from simulator.core.session import JournalEntry
-from simulator.hosts.journal import HOWS, Event, Exit, Line, Record, Start
+from simulator.hosts.journal import HOWS, Cover, Event, Exit, Line, Record, Start
 
 __all__ = [
     "JournalReadError",
@@ -62,11 +63,24 @@ class Process:
     pid: int
     start: Start | None = None
     records: list[Line | Event | Exit] = field(default_factory=list)
+    covers: list[Cover] = field(default_factory=list)
+    """Its ``cover`` records: what of its chart it reached, piece by piece."""
 
     @property
     def exit(self) -> Exit | None:
         last = self.records[-1] if self.records else None
         return last if isinstance(last, Exit) else None
+
+    @property
+    def reached(self) -> Reached | None:
+        """What its cover records say it reached; None when it wrote none (a journal
+        from before they were written, or a run that never started a session)."""
+        if not self.covers:
+            return None
+        reached = self.covers[0].reached()
+        for cover in self.covers[1:]:
+            reached = reached | cover.reached()
+        return reached
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,8 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
             processes.append(process)
         if isinstance(record, Start):
             process.start = record
+        elif isinstance(record, Cover):
+            process.covers.append(record)
         else:
             process.records.append(record)
     return processes

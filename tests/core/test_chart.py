@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from simulator.core.chart import Chart, ChartError, compile_chart
+from simulator.core.coverage import Reached
 from simulator.core.driver import Driver, Flags
 from simulator.core.effects import AskApproval, ServerStarted, StartServer
 from simulator.core.session import Outcome, Session
@@ -147,21 +148,85 @@ def test_machine_fires_and_runs_callbacks() -> None:
     assert chart.accepts("idle", "go")
     assert not chart.accepts("running", "go")
     assert not chart.accepts("idle", "no-such-trigger")
-    assert chart.fire(model, "go", params=GoParams(speed=3)) is True
+    went = chart.fire(model, "go", params=GoParams(speed=3))
+    assert went is not None and went.key == "go idle->running [ready]"
     assert model.state == "running"
     assert model.vm.log == ["go:3", "entered"]
-    assert chart.fire(model, "_tick") is True
+    ticked = chart.fire(model, "_tick")
+    assert ticked is not None and (ticked.key, ticked.internal) == ("_tick running->running", True)
     assert model.state == "running"
     assert model.vm.log[-1] == "tick"
-    assert chart.fire(model, "_expire") is True
+    expired = chart.fire(model, "_expire")
+    assert expired is not None and expired.dest == "finished"
     assert model.state == "finished"
+
+
+def test_transitions_gates_and_failures_are_listed_in_chart_order() -> None:
+    chart = compile_chart(toy_module(lambda c: c.update(failures=["page", "save"])))
+    assert [t.key for t in chart.transitions] == [
+        "go idle->running [ready]",
+        "_tick running->running",
+        "_expire running->finished",
+    ]
+    assert [t.index for t in chart.transitions] == [0, 1, 2]
+    assert chart.gates == (("idle", "go"), ("idle", "quit"))
+    assert chart.failures == ("page", "save")
+    assert chart.state_bits == {"idle": 1, "running": 2, "finished": 4}
+    assert chart.reached(states=0b101, transitions=0b010, gates=0b10, failures=0b01) == Reached(
+        "toy",
+        frozenset({"idle", "finished"}),
+        frozenset({"_tick running->running"}),
+        frozenset({"idle:quit"}),
+        frozenset({"page"}),
+    )
+
+
+def test_a_source_list_is_one_transition_per_source_with_its_guard() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["states"].append({"name": "paused", "waiting_for": ["go", "quit"]})
+        c["transitions"][0] = {
+            "trigger": "go",
+            "source": ["idle", "paused"],
+            "dest": "running",
+            "conditions": ["ready"],
+            "unless": "late",
+        }
+
+    class LateModel(ToyModel):
+        def late(self, event: object) -> bool:
+            return False
+
+    chart = compile_chart(toy_module(edit, LateModel))
+    keys = [t.key for t in chart.transitions if t.trigger == "go"]
+    assert keys == ["go idle->running [ready,!late]", "go paused->running [ready,!late]"]
+    model = LateModel(_Runtime())  # type: ignore[arg-type]
+    model.state = "paused"
+    went = chart.fire(model, "go", params=GoParams())
+    assert went is not None and went.source == "paused"
+
+
+def test_the_candidate_that_ran_is_the_one_named() -> None:
+    # Two candidates of one trigger from one source: the one whose conditions hold is
+    # the one fire() returns, not the first.
+    def edit(c: dict[str, Any]) -> None:
+        c["transitions"].insert(
+            0,
+            {"trigger": "go", "source": "idle", "dest": "finished", "unless": "ready"},
+        )
+
+    chart = compile_chart(toy_module(edit))
+    model = ToyModel(_Runtime())  # type: ignore[arg-type]
+    model.state = "idle"
+    went = chart.fire(model, "go", params=GoParams(speed=1))
+    assert went is not None and went.key == "go idle->running [ready]"
+    assert model.transition_taken == went.index == 1
 
 
 def test_a_trigger_from_the_wrong_state_does_nothing() -> None:
     chart = compile_chart(toy_module())
     model = ToyModel(_Runtime())  # type: ignore[arg-type]
     model.state = "idle"
-    assert chart.fire(model, "_tick") is False
+    assert chart.fire(model, "_tick") is None
     assert model.state == "idle"
     assert model.vm.log == []
 
@@ -258,12 +323,12 @@ def test_a_prepare_runs_once_per_firing_before_every_candidate(source: str) -> N
     chart = compile_chart(toy_module(poke, CountingModel))
     model = CountingModel(_Runtime())  # type: ignore[arg-type]
     model.state = source
-    assert chart.fire(model, "_poke") is True
+    assert chart.fire(model, "_poke") is not None
     assert model.prepared == 1
     assert model.vm.log == ["tick"]
     # Fired again, from running no candidate holds (prepared_once): the work is done all
     # the same, once.
-    assert chart.fire(model, "_poke") is (source == "idle")
+    assert (chart.fire(model, "_poke") is not None) is (source == "idle")
     assert model.prepared == 2
 
 
@@ -461,6 +526,25 @@ def test_leaving_a_terminal_state() -> None:
     assert "terminal" in text
 
 
+def test_transition_declared_twice() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["transitions"].append(dict(c["transitions"][2]))
+
+    assert "transition '_expire running->finished' is declared twice" in refused(edit)
+
+
+@pytest.mark.parametrize(
+    ("failures", "reason"),
+    [
+        ("page", "failures must be a list of points"),
+        (["nowhere"], "failure point 'nowhere' is not one of"),
+        (["page", "page"], "a failure point is declared twice"),
+    ],
+)
+def test_failures_that_are_not_points(failures: object, reason: str) -> None:
+    assert reason in refused(lambda c: c.update(failures=failures))
+
+
 def test_state_declared_twice() -> None:
     def edit(c: dict[str, Any]) -> None:
         c["states"].append({"name": "idle"})
@@ -642,6 +726,20 @@ def test_models_schedule_only_the_delays_their_chart_declares(command: str) -> N
         assert delay in declared, f"{command}.py:{line}: schedules {delay!r}, not declared"
         named.add(delay)
     assert named == set(declared)
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_models_ask_about_exactly_the_failure_points_their_chart_declares(command: str) -> None:
+    declared = chart_module(command).CHART["failures"]
+    asked = set()
+    source = STATECHARTS / f"{command}.py"
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "failure":
+            point = node.args[0]
+            assert isinstance(point, ast.Constant), f"{command}.py:{node.lineno}: not a literal"
+            asked.add(point.value)
+    assert asked == set(declared)
+    assert load_chart(command).failures == tuple(declared)
 
 
 def test_the_delay_scan_sees_names_numbers_and_expressions(tmp_path: Path) -> None:

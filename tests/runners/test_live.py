@@ -467,7 +467,7 @@ def test_the_journal_gets_every_line_event_and_the_exit(tmp_path: Path) -> None:
     runner.received(b'{"type":"nope"}\n\n  \n')  # blank lines are not journaled
     runner.received(b'{"type":"quit"}\n')
     runner.received(b'{"type":"save"}\n')  # never read: the run is over
-    found = records(path)
+    found = [r for r in records(path) if r["kind"] != "cover"]
     assert [r["kind"] for r in found] == ["event", "line", "event", "line", "event", "exit"]
     assert [r["line"] for r in found if r["kind"] == "event"] == [
         redact_line(line.removesuffix(b"\n")).decode() for line in keeper.writes
@@ -481,7 +481,56 @@ def test_the_journal_gets_every_line_event_and_the_exit(tmp_path: Path) -> None:
         "how": "quit",
     }
     runner.close()
-    assert len(records(path)) == 6  # the exit is written once
+    assert [r["kind"] for r in records(path)][-1] == "exit"  # the exit is written once
+
+
+def test_the_journal_says_what_was_reached_before_the_events_that_show_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.jsonl"
+    runner, _, clock = live("config")
+    journaled(runner, path)
+    runner.start()
+    clock.now += 0.5
+    runner.received(b'{"type":"nope"}\n')  # refused: nothing new reached
+    runner.received(b'{"type":"quit"}\n')
+    found = records(path)
+    assert [r["kind"] for r in found] == [
+        "cover", "event", "line", "event", "line", "cover", "event", "exit"
+    ]  # fmt: skip
+    assert found[0] == {
+        "kind": "cover",
+        "pid": 1,
+        "t": 0.0,
+        "command": "config",
+        "states": ["editing", "starting"],
+        "transitions": ["_start starting->editing"],
+    }
+    assert found[5] == {
+        "kind": "cover",
+        "pid": 1,
+        "t": pytest.approx(0.5),
+        "command": "config",
+        "gates": ["editing:quit"],
+    }
+
+
+def test_the_journal_says_which_faults_and_failures_were_met(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    faults = [Fault(kind="split", after_event=2), Fault(kind="stderr", after_event=999)]
+    runner, _, clock = live(
+        "generate", "-y", "--skip-failed", scenario="failing-pages", faults=faults
+    )
+    journaled(runner, path)
+    runner.start()
+    run_out(runner, clock)
+    assert runner.finished
+    covers = [r for r in records(path) if r["kind"] == "cover"]
+    assert [f for c in covers for f in c.get("faults", [])] == ["split"]  # once, when it fired
+    assert {f for c in covers for f in c.get("failures", [])} == {"page"}
+    every = [t for c in covers for t in c.get("transitions", [])]
+    assert len(every) == len(set(every))  # each said once
+    assert "_catalog_step catalog->pages [catalog_ready]" in every
 
 
 @pytest.mark.parametrize(
@@ -539,6 +588,7 @@ def test_a_run_closed_before_its_end_is_aborted_and_lines_after_done_are_journal
     runner.feed(b'{"type":"save"}')  # a runner that feeds after done: journaled as such
     kinds = [(r["kind"], r.get("how"), r.get("after_done")) for r in records(path2)]
     assert kinds == [
+        ("cover", None, None),
         ("event", None, None),
         ("event", None, None),
         ("exit", "control-quit", None),
