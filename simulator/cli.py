@@ -8,7 +8,8 @@ run it in-process.
 One program, two names. Invoked as ``zread`` (``argv[0]``'s basename, or ``prog=``) it
 is the drop-in: zread's six commands, zread's help, errors naming ``zread``. Invoked
 under any other name it is ``zread-sim``, which adds its own commands (``scenarios``,
-``load``, ``install``, ``journal``) and lists the simulator options in its help. Both accept the
+``load``, ``install``, ``journal``, ``record``, ``check``, ``coverage``, ``paths``,
+``charts``, ``schema``) and lists the simulator options in its help. Both accept the
 simulator options after a command.
 
 Every simulator option is also an environment variable, so a client that spawns plain
@@ -235,6 +236,10 @@ _SIMULATOR_SHORT = {
     "load": "Run many sessions at once and measure (see: load --help)",
     "record": "Record a zread run into a cassette, checking both sides (see: record --help)",
     "check": "Check a cassette against the charts (see: check --help)",
+    "coverage": "Which states, transitions and gates journaled runs reached (see: coverage --help)",
+    "paths": "Test cases that together take every transition of a chart (see: paths --help)",
+    "charts": "Draw a chart as a mermaid or Graphviz diagram (see: charts --help)",
+    "schema": "Print the JSON Schema of events, commands or scenarios (see: schema --help)",
     "scenarios": "List the built-in scenarios, or show one",
 }
 """``zread-sim``'s own commands, which ``zread`` does not have."""
@@ -273,6 +278,10 @@ _LONG = {
     "load": _SIMULATOR_SHORT["load"] + ".",
     "record": _SIMULATOR_SHORT["record"] + ".",
     "check": _SIMULATOR_SHORT["check"] + ".",
+    "coverage": _SIMULATOR_SHORT["coverage"] + ".",
+    "paths": _SIMULATOR_SHORT["paths"] + ".",
+    "charts": _SIMULATOR_SHORT["charts"] + ".",
+    "schema": _SIMULATOR_SHORT["schema"] + ".",
     "scenarios": "List the built-in scenarios, or show one as TOML.",
 }
 
@@ -283,12 +292,33 @@ _USE = {
     "load": "load COMMAND",
     "record": "record --out FILE -- PROGRAM [ARG...]",
     "check": "check CASSETTE",
+    "coverage": "coverage JOURNAL...",
+    "paths": "paths COMMAND",
+    "charts": "charts COMMAND",
+    "schema": "schema events|commands COMMAND, or schema scenario",
     "scenarios": "scenarios [list|show NAME]",
 }
 """A command's usage line where it takes more than flags."""
 
 
-_WITHOUT_SIMULATOR_OPTIONS = ("help", "journal", "load", "record", "check", "scenarios")
+_TOOLS = {
+    "coverage": "simulator.tools.coverage",
+    "paths": "simulator.tools.paths",
+    "charts": "simulator.tools.charts",
+    "schema": "simulator.tools.schema",
+}
+"""``zread-sim`` commands that are a tool module's ``main(argv)``, given the arguments
+after the command's name."""
+
+_WITHOUT_SIMULATOR_OPTIONS = (
+    "help",
+    "journal",
+    "load",
+    "record",
+    "check",
+    "scenarios",
+    *_TOOLS,
+)
 
 
 def _flag_rows(actions: Iterable[argparse.Action]) -> list[tuple[str, str, str]]:
@@ -614,6 +644,11 @@ def main(
         from simulator.tools.record import main as record_main
 
         return record_main(argv)
+    if argv and argv[0] in _TOOLS and name != ZREAD:
+        import importlib
+
+        tool_main: Any = importlib.import_module(_TOOLS[argv[0]]).main
+        return int(tool_main(argv[1:]))
     if environment.get("ZREAD_SIM_RECORD"):  # the drop-in recorder, around ZREAD_SIM_REAL
         mode = environment.get("ZREAD_SIM_RECORD_MODE", "once")
         cassette = environment["ZREAD_SIM_RECORD"]

@@ -10,6 +10,13 @@ a ``zread`` process does leaks into the next test. Override either fixture in a
 
 The watch is a thread that reads the journal ten times a second: the processes are the
 client's children, not the fixture's, so the journal is the one place that lists them.
+
+``--zread-coverage`` adds up what the fixtures' sessions reached of the charts (the
+in-process sessions of ``zread_sim``, the journals of ``zread_bin``'s processes) and
+prints :mod:`simulator.tools.coverage`'s table at the end of the run;
+``--zread-coverage-json FILE`` writes it, ``--zread-coverage-fail-under N`` fails the
+run below N percent of transitions. Under pytest-xdist each worker sends what it
+counted to the controller, which reports the whole run.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,6 +40,7 @@ from simulator.hosts.executable import write_zread_executable
 if TYPE_CHECKING:
     from simulator.hosts.journal import Start
     from simulator.runners.virtual import ZreadSim
+    from simulator.tools.coverage import Coverage
     from simulator.tools.journal import Process
     from simulator.tools.remote import Remote
 
@@ -52,8 +60,107 @@ SIMULATOR_VARIABLES = (
 """Cleared for every test that uses ``zread_bin``; the test sets what it needs."""
 
 
+# -- coverage -----------------------------------------------------------------------
+
+_COVERAGE = pytest.StashKey["Coverage"]()
+_WORKER_KEY = "zread_coverage"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("zread-sim", "zread-sim: coverage of zread's charts")
+    group.addoption(
+        "--zread-coverage",
+        action="store_true",
+        help="print which states, transitions and gates of zread's charts the tests' "
+        "zread_sim and zread_bin sessions reached",
+    )
+    group.addoption(
+        "--zread-coverage-json",
+        metavar="FILE",
+        help="write the zread coverage report to FILE as JSON (implies --zread-coverage)",
+    )
+    group.addoption(
+        "--zread-coverage-fail-under",
+        type=float,
+        metavar="N",
+        help="fail the run when fewer than N percent of the transitions of the commands "
+        "run were taken (implies --zread-coverage)",
+    )
+
+
+def _wanted(config: pytest.Config) -> bool:
+    return bool(
+        config.getoption("zread_coverage")
+        or config.getoption("zread_coverage_json")
+        or config.getoption("zread_coverage_fail_under") is not None
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _wanted(config):
+        from simulator.tools.coverage import Coverage
+
+        config.stash[_COVERAGE] = Coverage()
+
+
+def _coverage(config: pytest.Config) -> Coverage | None:
+    return config.stash.get(_COVERAGE, None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist: a worker finished; add what it counted."""
+    config: pytest.Config = node.config  # type: ignore[attr-defined]
+    coverage = _coverage(config)
+    sent = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if coverage is not None and sent is not None:
+        from simulator.tools.coverage import Coverage
+
+        coverage.merge(Coverage.from_json(sent))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    coverage = _coverage(config)
+    if coverage is None:
+        return
+    worker_output = getattr(config, "workeroutput", None)
+    if worker_output is not None:  # an xdist worker: the controller reports
+        worker_output[_WORKER_KEY] = coverage.as_json()
+        return
+    from simulator.tools.coverage import below, write_json
+
+    path = config.getoption("zread_coverage_json")
+    if path:
+        write_json(coverage, path)
+    if below(coverage, config.getoption("zread_coverage_fail_under")) and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    coverage = _coverage(config)
+    if coverage is None or hasattr(config, "workeroutput"):
+        return
+    from simulator.tools.coverage import below
+
+    terminalreporter.write_sep("-", "zread coverage")
+    for line in coverage.table():
+        terminalreporter.write_line(line)
+    failed = below(coverage, config.getoption("zread_coverage_fail_under"))
+    if failed:
+        terminalreporter.write_line(f"FAIL: {failed}", red=True)
+    path = config.getoption("zread_coverage_json")
+    if path:
+        terminalreporter.write_line(f"zread coverage written to {path}")
+
+
+# -- the fixtures ---------------------------------------------------------------------
+
+
 @pytest.fixture
-def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
+def zread_sim(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ZreadSim]:
     """Start zread sessions in-process, in virtual time: ``zread_sim.start("generate")``.
 
     Sessions of one test share a fresh HOME (``zread_sim.home``: its ``.zread/`` holds
@@ -68,6 +175,10 @@ def zread_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZreadSim]:
     (root / "project").mkdir()
     sim = ZreadSim(home=root / "home", project=root / "project")
     yield sim
+    coverage = _coverage(request.config)
+    if coverage is not None:
+        for session in sim.sessions:
+            coverage.add(session.session.reached)
     sim.close()
 
 
@@ -242,7 +353,9 @@ class ZreadExecutable(type(Path())):  # type: ignore[misc]
 
 @pytest.fixture
 def zread_bin(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> Iterator[ZreadExecutable]:
     """A ``zread`` executable, its folder first on PATH for this test.
 
@@ -278,6 +391,9 @@ def zread_bin(
     executable._watch = _Watch(journal, DEFAULT_CALL_TIMEOUT)
     yield executable
     executable._watch.close()
+    coverage = _coverage(request.config)
+    if coverage is not None and journal.exists():
+        coverage.add_journal(str(journal))
     if executable.strict:
         problems = [v for call in executable.calls for v in call.violations]
         if problems:

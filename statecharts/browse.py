@@ -183,6 +183,12 @@ class BrowseModel(Driver):
     def withdraw_versions(self, _: Any) -> None:
         self.vm.versions = msgspec.UNSET
 
+    def version_examples(self) -> list[dict[str, Any]]:
+        """The answers a client may give now: the current version, and each other one."""
+        versions = self.vm.versions or []
+        examples: list[dict[str, Any]] = [{"current": True}] if self.vm.has_current else []
+        return examples + [{"wiki_id": v.id} for v in versions if not v.is_current]
+
     def check_version(self, params: SelectVersionParams) -> None:
         if params.wiki_id and params.current:
             raise InvalidParams("give either wiki_id or current:true, not both")
@@ -338,6 +344,10 @@ CHART = {
         },
     ],
     "commands": {
-        "select_version": {"params": "SelectVersionParams", "check": "check_version"},
+        "select_version": {
+            "params": "SelectVersionParams",
+            "check": "check_version",
+            "examples": "version_examples",
+        },
     },
 }

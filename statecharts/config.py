@@ -89,6 +89,11 @@ class ConfigModel(Driver):
                 value = f"{settings.llm_provider} / {settings.llm_model}"
             self.vm.fields.append(Field(title_key, json_key, value, value))
 
+    def field_examples(self) -> list[dict[str, Any]]:
+        """The first editable field, set to the value it has."""
+        editable = [f for f in self.vm.fields if f.json_key]
+        return [{"fields": {f.json_key: f.value}} for f in editable[:1]]
+
     def check_update(self, params: UpdateFields) -> None:
         editable = {f.json_key for f in self.vm.fields if f.json_key}
         for key, value in params.fields.items():
@@ -144,7 +149,11 @@ CHART = {
         {"trigger": "save", "source": "editing", "dest": "saved", "before": "save"},
     ],
     "commands": {
-        "update_fields": {"params": "UpdateFields", "check": "check_update"},
+        "update_fields": {
+            "params": "UpdateFields",
+            "check": "check_update",
+            "examples": "field_examples",
+        },
         "reload_llm": {},
         "save": {},
     },

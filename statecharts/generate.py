@@ -271,6 +271,10 @@ class GenerateModel(Driver):
             return flags.draft_action == "clear"
         return flags.yes
 
+    def action_examples(self) -> list[dict[str, Any]]:
+        """Every action the gate allows."""
+        return [{"action": action} for action in ACTIONS[self.vm.select_action.scenario]]
+
     def check_action(self, params: ActionParams) -> None:
         allowed = ACTIONS[self.vm.select_action.scenario]
         if params.action not in allowed:
@@ -400,6 +404,11 @@ class GenerateModel(Driver):
 
     def open_gate(self, _: Any) -> None:
         self.vm.pages.waiting_retry = True
+
+    def retry_examples(self) -> list[dict[str, Any]]:
+        """The first failed task."""
+        failed = [t.id for t in self.vm.pages.tasks if t.state == "failed"]
+        return [{"task_id": task_id} for task_id in failed[:1]]
 
     def check_retry(self, params: RetryParams) -> None:
         tasks = self.vm.pages.tasks
@@ -621,10 +630,14 @@ CHART = {
         {"trigger": "skip_all", "source": "retry_gate", "dest": "done", "before": "record_wiki"},
     ],
     "commands": {
-        "select_action": {"params": "ActionParams", "check": "check_action"},
+        "select_action": {
+            "params": "ActionParams",
+            "check": "check_action",
+            "examples": "action_examples",
+        },
         "cancel": {},
         "retry_catalog": {},
-        "retry": {"params": "RetryParams", "check": "check_retry"},
+        "retry": {"params": "RetryParams", "check": "check_retry", "examples": "retry_examples"},
         "skip_all": {},
     },
 }

@@ -65,6 +65,11 @@ class LoginModel(Driver):
     def hand_over(self, _: Any) -> None:
         self.vm.wants_llm_provider_editor = True
 
+    def region_examples(self) -> list[dict[str, Any]]:
+        """A region of the world's (or ``cn``), and the own-key choice."""
+        regions = self.rt.scenario.world.login.regions or ["cn"]
+        return [{"region": regions[0]}, {"region": OWN_KEY}]
+
     def check_region(self, params: RegionParams) -> None:
         allowed = self.rt.scenario.world.login.regions
         if not params.region:
@@ -142,6 +147,10 @@ class LoginModel(Driver):
         self.vm.authorize_url = msgspec.UNSET
         self.vm.auth_timeout = msgspec.UNSET
         self.vm.avail_models = list(self.rt.scenario.world.login.models)
+
+    def model_examples(self) -> list[dict[str, Any]]:
+        """The first model on offer."""
+        return [{"model": model} for model in self.rt.scenario.world.login.models[:1]]
 
     def check_model(self, params: ModelParams) -> None:
         models = self.rt.scenario.world.login.models
@@ -284,7 +293,15 @@ CHART = {
         {"trigger": "_saved", "source": "saving", "dest": "done", "prepare": "save_credentials"},
     ],
     "commands": {
-        "select_region": {"params": "RegionParams", "check": "check_region"},
-        "select_model": {"params": "ModelParams", "check": "check_model"},
+        "select_region": {
+            "params": "RegionParams",
+            "check": "check_region",
+            "examples": "region_examples",
+        },
+        "select_model": {
+            "params": "ModelParams",
+            "check": "check_model",
+            "examples": "model_examples",
+        },
     },
 }

@@ -137,12 +137,16 @@ def test_the_program_help_says_where_it_writes() -> None:
 def test_only_zread_sim_lists_its_own_commands_and_options() -> None:
     sim, zread = help_of(["--help"], "zread-sim"), help_of(["--help"], "zread")
     assert [line.split()[0] for line in section(sim, "Simulator Commands:")] == [
+        "charts",
         "check",
+        "coverage",
         "install",
         "journal",
         "load",
+        "paths",
         "record",
         "scenarios",
+        "schema",
     ]
     assert "Simulator Commands:" not in zread and "scenarios" not in zread
     for option in SIMULATOR_OPTIONS:
@@ -843,3 +847,47 @@ def test_an_unknown_record_mode_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.stderr.decode().splitlines() == [
         "zread-sim: ZREAD_SIM_RECORD_MODE: 'new' is not one of none, once, all"
     ]
+
+
+# -- the chart tools: coverage, paths, charts, schema -------------------------------------
+
+TOOLS = ("coverage", "paths", "charts", "schema")
+
+
+def test_zread_sim_lists_the_chart_tools_and_zread_does_not() -> None:
+    listed = run_cli(["--help"]).stdout.decode()
+    for tool in TOOLS:
+        assert f"  {tool} " in listed
+    err = io.StringIO()
+    assert main(["paths", "version"], stderr=err, environ={}, prog="zread") == 2
+    assert 'unknown command "paths" for "zread"' in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["paths", "version"], b'"transitions": ["_start starting->done"]'),
+        (["charts", "version"], b"stateDiagram-v2"),
+        (["schema", "events", "version"], b'"$schema"'),
+    ],
+)
+def test_the_chart_tools_run_through_zread_sim(argv: list[str], expected: bytes) -> None:
+    done = run_cli(argv)
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout
+
+
+def test_zread_sim_coverage_reads_a_journal(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    ran = run_cli(["version", "--stdio", "--no-files", "--journal", str(journal)])
+    assert ran.returncode == 0, ran.stderr
+    done = run_cli(["coverage", str(journal), "--fail-under", "100"])
+    assert done.returncode == 0, done.stderr
+    assert b"version           1  2/2 100%     1/1 100%" in done.stdout
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_chart_tool_s_mistake_is_one_line_and_exit_2(tool: str) -> None:
+    done = run_cli([tool, "no-such-thing", "--no-such-flag"])
+    assert done.returncode == 2
+    assert done.stderr.count(b"\n") == 1 and done.stderr.startswith(f"zread-sim {tool}: ".encode())

@@ -387,3 +387,78 @@ def _running(pid: int) -> bool:
             return file.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+# -- --zread-coverage ----------------------------------------------------------------------
+
+COVERED_SUITE = """
+import subprocess
+
+def test_generate_through_the_gate(zread_sim):
+    session = zread_sim.start("generate")
+    session.wait_for(lambda e: "select_action" in e["waiting_for"])
+    session.send("select_action", action="generate")
+    session.wait_done()
+
+def test_version_as_a_process(zread_bin):
+    subprocess.run(["zread", "version", "--stdio"], stdin=subprocess.DEVNULL, check=True,
+                   capture_output=True, timeout=60)
+"""
+
+
+def test_zread_coverage_prints_the_table_of_both_fixtures(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(COVERED_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--zread-coverage")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*- zread coverage -*",
+            "zread coverage: 2 sessions; transitions 26.9% of the commands run",
+            "generate          1  5/8 62%      6/25 24%     1/12 8%      0/3 0%       -",
+            "version           1  2/2 100%     1/1 100%     -            -            -",
+            "generate: never reached:",
+            "  `retry_catalog` never sent in `catalog_error` (running)",
+        ]
+    )
+    assert result.ret == 0
+
+
+def test_without_the_option_there_is_no_table(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(COVERED_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert "zread coverage" not in result.stdout.str()
+
+
+def test_zread_coverage_json_writes_the_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(COVERED_SUITE)
+    report = pytester.path / "coverage.json"
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--zread-coverage-json={report}")
+    result.assert_outcomes(passed=2)
+    data = json.loads(report.read_text())
+    assert [c["command"] for c in data["commands"]] == ["generate", "version"]
+    assert data["commands"][0]["transitions"] == {"reached": 6, "total": 25}
+
+
+@pytest.mark.parametrize(("threshold", "code"), [("20", 0), ("30", 1)])
+def test_zread_coverage_fail_under_fails_the_run_below_it(
+    pytester: pytest.Pytester, threshold: str, code: int
+) -> None:
+    pytester.makepyfile(COVERED_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--zread-coverage-fail-under", threshold)
+    result.assert_outcomes(passed=2)
+    assert result.ret == code
+    failed = f"FAIL: zread coverage: transitions 26.9% is below the required {threshold}%"
+    assert (failed in result.stdout.str()) is bool(code)
+
+
+def test_zread_coverage_adds_up_the_xdist_workers(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(COVERED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "xdist", "-n", "2", "--zread-coverage"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["zread coverage: 2 sessions; transitions 26.9% of the commands run"]
+    )

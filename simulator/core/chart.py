@@ -30,8 +30,11 @@ A chart dict has:
   a trigger does in its source before any candidate is chosen, so every candidate of
   the trigger from that source names the same one (or none); it runs once per firing,
   before the first candidate's conditions, and no candidate depends on the order.
-- ``commands``: ``{type: {"params": <Struct name in the module>, "check": <method>}}``
-  for every command a client may send.
+- ``commands``: ``{type: {"params": <Struct name in the module>, "check": <method>,
+  "examples": <method>}}`` for every command a client may send. ``examples`` returns
+  the params (plain JSON objects) a client could send now, one per choice that leads
+  somewhere different (``{"action": "generate"}``, ``{"action": "browse"}``): what
+  ``zread-sim paths`` tries; a command without params has the one example ``{}``.
 - ``failures``: every scenario failure point the model asks about
   (``self.rt.failure("page", ...)``), each once; asking about another is a bug.
 
@@ -106,6 +109,8 @@ class StateSpec:
 class CommandSpec:
     params: type[Any] | None
     check: str | None
+    examples: str | None = None
+    """The model's method that lists example params (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +462,15 @@ def _compile_commands(
         check = spec.get("check")
         if check is not None:
             _check_callable(chart, model, check, f"command {command!r}")
-        commands[command] = CommandSpec(params=params, check=check)
+        examples = spec.get("examples")
+        if examples is not None:
+            _check_callable(chart, model, examples, f"command {command!r} examples")
+        _require(
+            params is None or examples is not None,
+            chart,
+            f"command {command!r} takes params but names no examples",
+        )
+        commands[command] = CommandSpec(params=params, check=check, examples=examples)
     return commands
 
 

@@ -8,7 +8,10 @@ moves only when the test waits: :meth:`SimSession.wait_for` fires the session's 
 in order until an event satisfies its predicate.
 
 Effects are carried out as the process would (the browse server is a real HTTP server
-on 127.0.0.1), so a test can fetch ``vm.url`` while the session serves.
+on 127.0.0.1), so a test can fetch ``vm.url`` while the session serves. Started with
+``peer=True``, a session has a control peer as ``--control`` gives it: the test is
+that peer, and answers login's approval request (:attr:`SimSession.approval`) with
+:meth:`SimSession.answer_approval`.
 
 Must not: sleep or read the wall clock.
 """
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from simulator.core.effects import AskApproval, CancelApproval
 from simulator.core.errors import MisuseError
 from simulator.core.secrets import redact_line
 from simulator.core.session import JournalEntry, Outcome, Session
@@ -61,9 +65,17 @@ class TranscriptLine:
 class SimSession:
     """One simulated zread session driven by a test, in virtual time."""
 
-    def __init__(self, session: Session, *, effects: EffectHost | None = None) -> None:
+    def __init__(
+        self, session: Session, *, effects: EffectHost | None = None, peer: bool = False
+    ) -> None:
         self._session = session
         self._effects = effects or EffectHost()
+        session.peer_attached = peer
+        self.approval: dict[str, Any] | None = None
+        """The approval request a control peer has to answer now (login, with a world
+        whose ``login.approver`` is ``"control"``): ``authorize_url`` and
+        ``auth_timeout`` (nanoseconds), as the ``authorize`` control request carries
+        them; None when none is pending."""
         self.events: list[Event] = []
         """Every event so far, decoded: the dicts the process would print."""
         self.transcript: list[TranscriptLine] = []
@@ -133,6 +145,13 @@ class SimSession:
         """End the session as SIGTERM ends the process: the final ``done:true`` event."""
         return [] if self.done else self._take(self._session.quit())
 
+    def answer_approval(self, approve: bool, reason: str = "") -> list[Event]:
+        """Answer the pending approval request as the control peer; the events."""
+        if self.approval is None:
+            raise SimulationError(self._why("no approval request is pending"))
+        self.approval = None
+        return self._take(self._session.deliver("_answered", approve=approve, reason=reason))
+
     def advance(self, seconds: float) -> list[Event]:
         """Let ``seconds`` of virtual time pass; the events that fired meanwhile."""
         return self._take(self._session.advance(self.now + seconds))
@@ -185,7 +204,10 @@ class SimSession:
     # -- inside --------------------------------------------------------------------
 
     def _take(self, outcome: Outcome) -> list[Event]:
-        for effect, result in self._effects.perform_all(id(self), outcome.effects):
+        effects = outcome.effects
+        if self._session.peer_attached and effects:
+            effects = [effect for effect in effects if not self._as_peer(effect)]
+        for effect, result in self._effects.perform_all(id(self), effects):
             self._take(self._session.resolve(effect, result))
         events = []
         for line in outcome:
@@ -193,6 +215,16 @@ class SimSession:
             events.append(json.loads(line))
         self.events.extend(events)
         return events
+
+    def _as_peer(self, effect: object) -> bool:
+        """Take the effects a control peer answers; True when ``effect`` was one."""
+        if isinstance(effect, AskApproval):
+            self.approval = {"authorize_url": effect.url, "auth_timeout": effect.timeout_ns}
+            return True
+        if isinstance(effect, CancelApproval):
+            self.approval = None
+            return True
+        return False
 
     def _why(self, reason: str) -> str:
         last = self.events[-1] if self.events else {}
@@ -212,6 +244,7 @@ def start(
     home: str | os.PathLike[str] | None = None,
     project: str | os.PathLike[str] | None = None,
     ignore_faults: bool = False,
+    peer: bool = False,
 ) -> SimSession:
     """Start ``zread <command> *args --stdio`` in virtual time.
 
@@ -226,7 +259,7 @@ def start(
     stdout...) is refused with a :class:`~simulator.scenario.ScenarioError` naming
     them: they happen to a process's streams, which a session in virtual time does not
     have (``zread_bin`` plays them). ``ignore_faults=True`` plays the scenario's events
-    without them.
+    without them. ``peer=True``: the test is a control peer (see :class:`SimSession`).
     """
     from simulator.launch import build_session
     from simulator.scenario import ScenarioError, load_scenario
@@ -248,7 +281,7 @@ def start(
 
         store = FileStore(home, where)
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
-    return SimSession(session, effects=EffectHost(home=store))
+    return SimSession(session, effects=EffectHost(home=store), peer=peer)
 
 
 class ZreadSim:
@@ -283,6 +316,7 @@ class ZreadSim:
         seed: int = 0,
         speed: float = 1.0,
         ignore_faults: bool = False,
+        peer: bool = False,
     ) -> SimSession:
         """Start ``zread <command> *args --stdio`` in virtual time (see :func:`start`)."""
         session = start(
@@ -294,6 +328,7 @@ class ZreadSim:
             home=self.home,
             project=self.project,
             ignore_faults=ignore_faults,
+            peer=peer,
         )
         self.sessions.append(session)
         return session

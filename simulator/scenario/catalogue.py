@@ -139,14 +139,23 @@ def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
     return key or "(top level)", reason
 
 
-def load_scenario(ref: str = DEFAULT) -> Scenario:
-    """Load a built-in scenario by name, or a TOML file by path, with its ``extends``."""
+def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
+    """Load a built-in scenario by name, or a TOML file by path, with its ``extends``.
+
+    With ``text``, that TOML is the scenario, and ``ref`` its name (nothing is read for
+    it; what it extends is)."""
     chain: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     base: str | None = None
     current: str | None = ref
     while current:
-        origin, data = _read(current, base)
+        if text is not None and not chain:
+            try:
+                origin, data = ref, tomllib.loads(text)
+            except tomllib.TOMLDecodeError as err:
+                raise ScenarioError(f"scenario {ref}: not valid TOML: {err}") from None
+        else:
+            origin, data = _read(current, base)
         identity = origin if origin.startswith("built-in ") else os.path.realpath(origin)
         if identity in seen:
             raise ScenarioError(f"scenario {origin}: extends itself (cycle)")
@@ -178,6 +187,8 @@ def load_scenario(ref: str = DEFAULT) -> Scenario:
         key, reason = _explain(err)
         raise ScenarioError(f"scenario {origin}: {key}: {reason}") from None
     name = ref.removesuffix(".toml").rsplit("/", 1)[-1] if origin != f"built-in {ref}" else ref
+    if text is not None:
+        name = ref
     scenario.name = scenario.name or name
     scenario.extends = chain[1][0] if len(chain) > 1 else ""
     return scenario

@@ -45,6 +45,9 @@ class ToyModel(Driver):
     def ready(self, _: Any) -> bool:
         return True
 
+    def go_examples(self) -> list[dict[str, Any]]:
+        return [{"speed": 1}]
+
     def check_go(self, params: GoParams) -> None:
         pass
 
@@ -84,7 +87,7 @@ def toy_chart() -> dict[str, Any]:
             {"trigger": "_tick", "source": "running", "dest": None, "after": "ticked"},
             {"trigger": "_expire", "source": "running", "dest": "finished"},
         ],
-        "commands": {"go": {"params": "GoParams", "check": "check_go"}},
+        "commands": {"go": {"params": "GoParams", "check": "check_go", "examples": "go_examples"}},
     }
 
 
@@ -524,6 +527,20 @@ def test_leaving_a_terminal_state() -> None:
     text = refused(edit)
     assert "finished" in text
     assert "terminal" in text
+
+
+def test_command_with_params_but_no_examples() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        del c["commands"]["go"]["examples"]
+
+    assert "command 'go' takes params but names no examples" in refused(edit)
+
+
+def test_examples_that_are_not_a_method() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["commands"]["go"]["examples"] = "nowhere"
+
+    assert "command 'go' examples names 'nowhere'" in refused(edit)
 
 
 def test_transition_declared_twice() -> None:

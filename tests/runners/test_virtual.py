@@ -524,3 +524,48 @@ def test_a_scenario_with_transport_faults_is_refused_naming_them(name: str) -> N
 def test_ignore_faults_plays_the_events_without_them() -> None:
     with start("generate", "-y", scenario="hang", speed=0, ignore_faults=True) as session:
         assert session.wait_done()["vm"]["state"] == "done"
+
+
+# -- the test as the control peer --------------------------------------------------------
+
+PEER_LOGIN = '[world.login]\napprover = "control"\n'
+
+
+def peer_login(tmp_path: Path, *, peer: bool = True) -> SimSession:
+    scenario = tmp_path / "peer.toml"
+    scenario.write_text(PEER_LOGIN, encoding="utf-8")
+    session = start("login", scenario=str(scenario), peer=peer)
+    session.send("select_region", region="cn")
+    session.wait_state("waiting")
+    return session
+
+
+def test_a_peer_answers_login_s_approval_request(tmp_path: Path) -> None:
+    session = peer_login(tmp_path)
+    assert session.approval is not None
+    assert session.approval["authorize_url"] == session.vm["authorize_url"]
+    assert session.approval["auth_timeout"] == session.vm["auth_timeout"]
+    events = session.answer_approval(True)
+    assert [e["vm"]["state"] for e in events] == ["select_model"]
+    assert session.approval is None
+    with pytest.raises(SimulationError, match="no approval request is pending"):
+        session.answer_approval(True)
+
+
+def test_a_peer_that_denies_ends_login_in_error(tmp_path: Path) -> None:
+    session = peer_login(tmp_path)
+    (event,) = session.answer_approval(False, "not this time")
+    assert event["done"] and event["vm"]["state"] == "error"
+    assert event["vm"]["error"] == "not this time"
+
+
+def test_without_a_peer_nobody_is_asked(tmp_path: Path) -> None:
+    session = peer_login(tmp_path, peer=False)
+    assert session.approval is None
+    assert session.wait_state("select_model")["vm"]["state"] == "select_model"
+
+
+def test_the_timeout_withdraws_the_request(tmp_path: Path) -> None:
+    session = peer_login(tmp_path)
+    assert session.wait_done()["vm"]["error"] == "authorization timed out"
+    assert session.approval is None
