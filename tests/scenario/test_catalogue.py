@@ -286,3 +286,15 @@ def test_extends_cycle_spelled_with_dot_slash(tmp_path: Path) -> None:
 def test_extends_unknown_builtin(tmp_path: Path) -> None:
     path = write(tmp_path / "child.toml", 'extends = "no-such-builtin"\n')
     assert "no-such-builtin" in refusal(path)
+
+
+def test_a_scenario_from_text_extends_default_and_takes_its_name() -> None:
+    scenario = load_scenario("mine", text='[world.login]\napprover = "control"\n')
+    assert scenario.name == "mine"
+    assert scenario.world.login.approver == "control"
+    assert scenario.timing == load_scenario().timing  # the rest is default's
+
+
+def test_a_scenario_from_text_that_is_not_toml_names_itself() -> None:
+    with pytest.raises(ScenarioError, match="scenario mine: not valid TOML"):
+        load_scenario("mine", text="[world")
