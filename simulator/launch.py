@@ -12,6 +12,7 @@ Must not: read the environment, touch the streams or run anything.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -146,6 +147,14 @@ def parse_flags(command: str, args: Sequence[str]) -> Flags:
     """
     if command not in COMMANDS:
         raise FlagError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
+    return _parsed_flags(command, tuple(args))
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed_flags(command: str, args: tuple[str, ...]) -> Flags:
+    """The flags of one command line, parsed once: a load run starts thousands of
+    sessions with the same few (argparse builds and parses in ~100 us, and looks up its
+    message catalogue on disk)."""
     parser = _FlagParser(prog=f"zread {command}", add_help=False, allow_abbrev=False)
     add_zread_flags(parser, command)
     try:

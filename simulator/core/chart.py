@@ -68,6 +68,7 @@ from transitions import Machine
 from simulator.core.coverage import Reached
 from simulator.core.driver import Driver
 from simulator.core.errors import SimulatorBug
+from simulator.core.machine import ChartMachine
 from simulator.scenario.failures import POINTS
 
 __all__ = [
@@ -207,8 +208,10 @@ def _require(ok: bool, chart: str, message: str) -> None:
         raise ChartError(f"chart {chart}: {message}")
 
 
-def compile_chart(module: types.ModuleType) -> Chart:
-    """Validate ``module.CHART`` against the model class it names and build its machine."""
+def compile_chart(module: types.ModuleType, *, machine_cls: type[Machine] = ChartMachine) -> Chart:
+    """Validate ``module.CHART`` against the model class it names and build its machine
+    (a :class:`~simulator.core.machine.ChartMachine`; ``machine_cls=transitions.Machine``
+    builds the stock one, which runs a chart the same)."""
     data: dict[str, Any] = module.CHART
     name = data["name"]
     model = _resolve_model(name, data.get("model"), module)
@@ -224,7 +227,7 @@ def compile_chart(module: types.ModuleType) -> Chart:
     entries = _prepare_once(name, transitions)
     specs = _transition_specs(name, entries)
     taken: dict[int, int] = {}  # id of the machine's Transition -> its spec's index
-    machine = Machine(
+    machine = machine_cls(
         model=None,
         states=[_machine_state(spec) for spec in data["states"]],
         transitions=entries,

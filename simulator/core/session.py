@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -57,6 +58,8 @@ from simulator.scenario.failures import Failure, FailurePlan
 __all__ = ["JournalEntry", "Outcome", "Session", "SessionError", "Timer"]
 
 _OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
+_VM_AT: Final = len(b'{"vm":')
+"""Where an event line's vm begins (:func:`~simulator.core.envelope.encode_event`)."""
 
 
 class SessionError(MisuseError):
@@ -157,6 +160,7 @@ class Session:
     """A chart instance driven by lines and by time; see the module docstring."""
 
     __slots__ = (
+        "__weakref__",
         "_answered",
         "_done",
         "_effects",
@@ -164,7 +168,7 @@ class Session:
         "_flags",
         "_heap",
         "_journal",
-        "_last_vm",
+        "_last_line",
         "_last_waiting_for",
         "_live",
         "_met",
@@ -179,6 +183,7 @@ class Session:
         "_started",
         "_timing_rng",
         "_took",
+        "_vm_end",
         "chart",
         "driver",
         "peer_attached",
@@ -208,20 +213,27 @@ class Session:
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
         self._rng: random.Random | None = None  # drawn from rarely: made on first use
         self._failures = FailurePlan(scenario.failures, random.Random(f"zread-sim:{seed}:failures"))
-        self._heap: list[Timer] = []
+        self._heap: list[tuple[float, int, Timer]] = []  # (deadline, seq, timer): C compares
         self._live: dict[int, Timer] = {}
         self._seq = 0
         self._effects: list[object] = []
         self._started = False
         self._done = False
-        self._last_vm = b"{}"
+        # The last event line, which holds the last vm: a rejected line and quit repeat
+        # it. msgspec's encoder hands back its buffer, ~50 % larger than the JSON in
+        # it; the line, joined from parts, is its exact size. (The vm is line[6:_vm_end].)
+        self._last_line = b'{"vm":{}'
+        self._vm_end = 8
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
         self._journal: list[JournalEntry] = []
         # What the session reached of its chart, as bit masks (Chart.reached names them):
         self._seen = self._took = self._answered = self._met = 0
         self.peer_attached = False  # a control peer can answer requests (set by the runner)
-        self.driver = chart.model(self)
+        # The driver sees the session through a weak proxy: no session <-> driver cycle,
+        # so a finished session is freed when its last reference goes, without waiting
+        # for the cyclic collector (whose pauses grow with thousands of live sessions).
+        self.driver = chart.model(weakref.proxy(self))
         self.driver.state = chart.initial
 
     # -- what a driver may use (simulator.core.driver.Runtime) -------------------------
@@ -315,7 +327,7 @@ class Session:
         for timer in self._live.values():
             remaining = timer.deadline - self._now
             timer.deadline = self._now + (remaining * self._speed / old if old else 0.0)
-        self._heap = list(self._live.values())
+        self._heap = [(timer.deadline, timer.seq, timer) for timer in self._live.values()]
         heapq.heapify(self._heap)
 
     def inject(self, failure: Failure) -> None:
@@ -336,7 +348,7 @@ class Session:
             "command": self.chart.name,
             "state": self._shown_state,
             "chart_state": self.driver.state,
-            "vm": redact(msgspec.json.decode(self._last_vm)),
+            "vm": redact(msgspec.json.decode(self._last_vm())),
             "waiting_for": list(self._last_waiting_for),
             "done": self._done,
             "clock": self._now,
@@ -427,7 +439,7 @@ class Session:
             raise SessionError("the session is already done")
         self.driver.on_quit()
         out = Outcome()
-        self._finish(out, self._last_vm, self._shown_state)
+        self._finish(out, self._last_vm(), self._shown_state)
         return self._close(out)
 
     def advance(self, now: float, *, limit: int = 0) -> Outcome:
@@ -439,10 +451,10 @@ class Session:
         """
         self._require_started()
         out = Outcome()
-        while self._heap and self._heap[0].deadline <= now and not self._done:
+        while self._heap and self._heap[0][0] <= now and not self._done:
             if limit and len(out) >= limit:
                 return self._close(out)
-            self._fire_timer(heapq.heappop(self._heap), out)
+            self._fire_timer(heapq.heappop(self._heap)[2], out)
         self._now = max(self._now, now)
         return self._close(out)
 
@@ -454,7 +466,7 @@ class Session:
         self._require_started()
         out = Outcome()
         if self.next_deadline() is not None:
-            self._fire_timer(heapq.heappop(self._heap), out)
+            self._fire_timer(heapq.heappop(self._heap)[2], out)
         return self._close(out)
 
     def _fire_timer(self, timer: Timer, out: Outcome) -> None:
@@ -469,17 +481,17 @@ class Session:
 
     def next_deadline(self) -> float | None:
         """When the next timer is due, or None when nothing is pending."""
-        while self._heap and self._heap[0].seq not in self._live:
+        while self._heap and self._heap[0][1] not in self._live:
             heapq.heappop(self._heap)
         if self._done or not self._heap:
             return None
-        return self._heap[0].deadline
+        return self._heap[0][0]
 
     def next_timer(self) -> Timer | None:
         """The timer that fires next, or None when nothing is pending."""
         if self.next_deadline() is None:
             return None
-        return self._heap[0]
+        return self._heap[0][2]
 
     @property
     def armed(self) -> int:
@@ -508,7 +520,7 @@ class Session:
     def _push(self, trigger: str, seconds: float, payload: dict[str, Any], **extra: str) -> int:
         self._seq += 1
         timer = Timer(self._now + seconds * self._speed, self._seq, trigger, payload, **extra)
-        heapq.heappush(self._heap, timer)
+        heapq.heappush(self._heap, (timer.deadline, timer.seq, timer))
         self._live[timer.seq] = timer
         return timer.seq
 
@@ -562,20 +574,29 @@ class Session:
         if spec.terminal:
             self._finish(out, vm_json, spec.vm_state)
             return
-        self._last_vm, self._last_waiting_for = vm_json, spec.waiting_for
-        out.append(encode_event(vm_json, spec.waiting_for, False, ""))
+        line = encode_event(vm_json, spec.waiting_for, False, "")
+        self._keep(line, vm_json, spec.waiting_for)
+        out.append(line)
         out.states.append(spec.vm_state)
+
+    def _keep(self, line: bytes, vm_json: bytes, waiting_for: tuple[str, ...]) -> None:
+        self._last_line, self._vm_end = line, _VM_AT + len(vm_json)
+        self._last_waiting_for = waiting_for
+
+    def _last_vm(self) -> bytes:
+        return self._last_line[_VM_AT : self._vm_end]
 
     def _finish(self, out: Outcome, vm_json: bytes, vm_state: str) -> None:
         self._done = True
         self._live.clear()
         self._heap.clear()
-        self._last_vm, self._last_waiting_for = vm_json, ()
-        out.append(encode_event(vm_json, (), True, ""))
+        line = encode_event(vm_json, (), True, "")
+        self._keep(line, vm_json, ())
+        out.append(line)
         out.states.append(vm_state)
 
     def _reject(self, out: Outcome, text: str) -> Outcome:
-        out.append(encode_event(self._last_vm, self._last_waiting_for, False, text))
+        out.append(encode_event(self._last_vm(), self._last_waiting_for, False, text))
         out.states.append(self._shown_state)
         return self._close(out)
 

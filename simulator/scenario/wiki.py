@@ -210,7 +210,14 @@ def slug(n: int, title: str) -> str:
     """
     if n < 1:
         raise ValueError(f"page numbers start at 1, not {n}")
-    return f"{n}-" + _slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+")
+    return f"{n}-" + _title_slug(title)
+
+
+@functools.lru_cache(maxsize=4096)
+def _title_slug(title: str) -> str:
+    """The slug of a title (without its number): drawn titles come from a few hundred,
+    and python-slugify takes ~15 us for one; a load run makes thousands of catalogs."""
+    return str(_slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+"))
 
 
 def version_id(local: dt.datetime) -> str:

@@ -1057,3 +1057,28 @@ def test_a_journal_entry_as_plain_json_is_redacted_and_text() -> None:
     assert json.loads(json.dumps(entry.as_json())) == entry.as_json()
     bad = JournalEntry(0.0, b"\xc3(", "editing", (), True, "invalid JSON: invalid UTF-8 at byte 0")
     assert bad.as_json()["line"] == "\\xc3("
+
+
+@pytest.mark.parametrize("command", ["generate", "login", "config", "update", "version"])
+def test_a_session_is_freed_without_the_cyclic_collector(command: str) -> None:
+    # The driver holds its session weakly: dropping the session frees both at once.
+    import gc
+    import weakref
+
+    from simulator.launch import build_session
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        session = build_session(command, ("-y",) if command == "generate" else ())
+        session.start()
+        while (deadline := session.next_deadline()) is not None and not session.done:
+            session.advance(deadline)
+        if not session.done:
+            session.quit()
+        session_ref, driver_ref = weakref.ref(session), weakref.ref(session.driver)
+        del session
+        assert session_ref() is None and driver_ref() is None
+    finally:
+        if enabled:
+            gc.enable()
