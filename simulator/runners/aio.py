@@ -3,7 +3,8 @@
 Owns: :class:`Hub`, which keeps the wake-ups of every session it hosts in one heap and
 arms a single loop timer for the earliest, and :class:`Channel`, a
 :class:`~simulator.runners.live.LiveSession` on a hub: the loop's clock, a re-armed
-wake-up after every input, and a future that resolves to the run's exit code. The same
+wake-up after every input, and a future that resolves to the run's exit code (or the
+``on_finish`` callback, for a caller that needs no future). The same
 channel serves the process with a control peer (:mod:`simulator.runners.controlled`)
 and thousands of in-process sessions in a load test.
 
@@ -83,7 +84,7 @@ class Hub:
 class Channel(LiveSession):
     """One session in real time on a hub, writing through an endpoint."""
 
-    __slots__ = ("done", "hub", "wakeup")
+    __slots__ = ("_done_future", "hub", "wakeup")
 
     def __init__(
         self,
@@ -99,9 +100,19 @@ class Channel(LiveSession):
         self.hub = hub
         self.wakeup: float | None = None
         """The deadline the hub holds for this channel (stale entries differ from it)."""
-        self.done: asyncio.Future[int] = hub.loop.create_future()
-        """Resolves to the exit code when the run is over; never in a hang."""
+        self._done_future: asyncio.Future[int] | None = None
         self.on_fire = hub.on_fire
+
+    @property
+    def done(self) -> asyncio.Future[int]:
+        """Resolves to the exit code when the run is over; never in a hang. Made when
+        first asked for: thousands of load-test channels use ``on_finish`` instead,
+        and a future costs ~0.8 KB."""
+        if self._done_future is None:
+            self._done_future = self.hub.loop.create_future()
+            if self.code is not None:
+                self._done_future.set_result(self.code)
+        return self._done_future
 
     def _settle(self) -> None:
         super()._settle()
@@ -109,5 +120,6 @@ class Channel(LiveSession):
 
     def _finish(self, code: int) -> None:
         super()._finish(code)
-        if not self.done.done():
-            self.done.set_result(code)
+        future = self._done_future
+        if future is not None and not future.done():
+            future.set_result(code)

@@ -350,12 +350,24 @@ class LiveSession:
             for effect, result in self.host.perform_all(self.owner, effects):
                 self._take(self.session.resolve(effect, result))
         if outcome:
-            actions = self.stage.actions(outcome)
+            plain = self.stage.plain and not self._waiting
+            actions = None if plain else self.stage.actions(outcome)
             if self.journal is not None:
                 self._journal_cover()
                 for event, state in zip(outcome, outcome.states, strict=False):
                     self.journal.event(self.session.now, event, state)
-            self._carry_out(actions)
+            if actions is not None:
+                self._carry_out(actions)
+                return
+            # The fast path: no fault, no framing, nothing held back: each event is one
+            # write of the whole line, as the output stage would say.
+            self.stage.count(outcome)
+            for event in outcome:
+                if self._stopped:
+                    return
+                if not self.endpoint.write(event):
+                    self._ending = "reader-gone"
+                    self._end(0)
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
         if self._waiting:

@@ -46,6 +46,16 @@ class OutputStage:
         )
         return cls(plan, frame=frame)
 
+    @property
+    def plain(self) -> bool:
+        """No transport fault and no framing: each event is one write of its line."""
+        return not (self.faults or self.frame)
+
+    def count(self, outcome: Outcome) -> None:
+        """The events of ``outcome`` went out as they are (a runner that writes a plain
+        stage's lines itself says so, so a fault added later finds its event)."""
+        self.faults.passed(len(outcome), outcome.states[-1])
+
     def actions(self, outcome: Outcome) -> list[faults.Action]:
         """The actions that write the events of ``outcome``, in order."""
         actions: list[faults.Action] = []

@@ -305,3 +305,22 @@ def test_close_stops_the_timers() -> None:
         assert not channel.done.done()
 
     run(main)
+
+
+def test_the_done_future_is_made_when_asked_for_and_knows_an_earlier_end() -> None:
+    async def main() -> None:
+        hub = Hub()
+        early, _ = channel_for(hub, "version")
+        ended: list[int] = []
+        early.on_finish = ended.append
+        early.start()  # version: one event, and the run is over
+        assert ended == [0] and early._done_future is None  # no future was needed
+        assert await early.done == 0  # asked for afterwards: already resolved
+        late, _ = channel_for(hub, "generate", "-y", speed=0.0)
+        waiting = late.done  # asked for first: resolved at the end
+        late.start()
+        while not late.finished:
+            await asyncio.sleep(0.001)
+        assert await waiting == 0
+
+    run(main)

@@ -158,3 +158,25 @@ def test_render_of_nothing_is_nothing(frame: bool) -> None:
     stage = OutputStage.for_session(session, frame=frame)
     stage.actions(session.start())
     assert stage.actions(Outcome()) == []
+
+
+def test_a_plain_stage_counts_the_events_a_runner_wrote_itself() -> None:
+    session = session_with("generate", speed=0.0)
+    stage = OutputStage.for_session(session)
+    assert stage.plain and not OutputStage.for_session(session, frame=True).plain
+    stage.count(session.start())  # written by the runner's fast path
+    stage.count(session.feed(GENERATE))
+    stage.faults.add(Fault(kind="diagnostic", text="third", after_event=3))
+    assert not stage.plain
+    third = session.advance(session.next_deadline() or 0.0, limit=1)
+    assert stage.actions(third) == [faults.Write(third[0]), faults.Write(b"third\n")]
+
+
+def test_a_counted_state_is_the_one_on_state_compares_with() -> None:
+    session = session_with("generate", speed=0.0)
+    stage = OutputStage.for_session(session)
+    stage.count(session.start())  # select_action
+    stage.count(session.feed(GENERATE))  # running
+    stage.faults.add(Fault(kind="diagnostic", text="entered", on_state="running"))
+    more = session.advance(session.next_deadline() or 0.0, limit=1)
+    assert faults.Write(b"entered\n") not in stage.actions(more)  # running was not entered anew
