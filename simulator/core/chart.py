@@ -60,9 +60,9 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from transitions import Machine
 
 from simulator.core.coverage import Reached
@@ -90,15 +90,13 @@ class ChartError(SimulatorBug):
     """A chart that cannot run: the simulator's own bug, never the client's."""
 
 
-@dataclass(frozen=True, slots=True)
-class TimerSpec:
+class TimerSpec(msgspec.Struct, frozen=True):
     after: str
     trigger: str
     repeat: bool
 
 
-@dataclass(frozen=True, slots=True)
-class StateSpec:
+class StateSpec(msgspec.Struct, frozen=True):
     name: str
     vm_state: str
     waiting_for: tuple[str, ...]
@@ -106,16 +104,14 @@ class StateSpec:
     timers: tuple[TimerSpec, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
+class CommandSpec(msgspec.Struct, frozen=True):
     params: type[Any] | None
     check: str | None
     examples: str | None = None
     """The model's method that lists example params (see the module docstring)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TransitionSpec:
+class TransitionSpec(msgspec.Struct, frozen=True):
     """One transition a session can take: a chart entry from one of its sources."""
 
     index: int
@@ -144,8 +140,7 @@ class TransitionSpec:
         return f"{key} {self.guard}" if self.guard else key
 
 
-@dataclass(frozen=True, slots=True)
-class Chart:
+class Chart(msgspec.Struct, frozen=True):
     """A compiled chart: its states, commands and the machine shared by its sessions.
 
     ``transitions``, ``gates`` (``(state, command)`` for each command a state waits

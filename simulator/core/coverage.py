@@ -23,13 +23,13 @@ files or the clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["Reached", "merge"]
 
 
-@dataclass(frozen=True, slots=True)
-class Reached:
+class Reached(msgspec.Struct, frozen=True):
     """What was reached of the chart of ``command``; empty sets where nothing was."""
 
     command: str

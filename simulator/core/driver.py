@@ -12,8 +12,9 @@ failures and effects through ``self.rt``; the session owns all of them.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import msgspec
 
 from simulator.core.errors import ProtocolError
 
@@ -28,8 +29,7 @@ class InvalidParams(ProtocolError):
     """Raised by a command check: the params are well-formed but name nothing valid."""
 
 
-@dataclass(frozen=True)
-class Flags:
+class Flags(msgspec.Struct, frozen=True):
     """The zread flags that change a driver's flow (``zread <command> --help``).
 
     ``draft_action`` is generate's ``--draft`` (alias ``--draft-action``); ``host``,

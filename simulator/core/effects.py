@@ -9,8 +9,9 @@ Must not: do anything: these are descriptions, never actions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 __all__ = [
     "PERSISTED",
@@ -28,8 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class SaveConfig:
+class SaveConfig(msgspec.Struct, frozen=True):
     """Persist these config values (``zread config`` saved).
 
     ``initial`` holds the values the command started from: a home then writes only the
@@ -38,11 +38,10 @@ class SaveConfig:
     """
 
     values: dict[str, str]
-    initial: dict[str, str] = field(default_factory=dict)
+    initial: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class SaveLogin:
+class SaveLogin(msgspec.Struct, frozen=True):
     """Store the account and model the user chose (``zread login`` finished)."""
 
     username: str
@@ -50,8 +49,7 @@ class SaveLogin:
     model: str
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogReady:
+class CatalogReady(msgspec.Struct, frozen=True):
     """A generate run has its catalog: a new draft of these pages (``resumed``: the
     draft already on disk goes on). A store gives the draft its id now (local time) and
     writes ``drafts/wiki.json``."""
@@ -62,16 +60,14 @@ class CatalogReady:
     resumed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class PageWritten:
+class PageWritten(msgspec.Struct, frozen=True):
     """Page ``page_id`` (1-based, in catalog order) is done: its markdown goes into the
     draft."""
 
     page_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class WikiGenerated:
+class WikiGenerated(msgspec.Struct, frozen=True):
     """A generate run finished (every page, or the rest skipped): the draft, with the
     pages written, is a new version and the current one; no draft is left."""
 
@@ -79,8 +75,7 @@ class WikiGenerated:
     pages_total: int
 
 
-@dataclass(frozen=True, slots=True)
-class DraftLeft:
+class DraftLeft(msgspec.Struct, frozen=True):
     """A generate run stopped while running: a draft with ``done`` pages is left."""
 
     done: int
@@ -96,8 +91,7 @@ DEFAULT_PORT = 9681
 """The port ``zread browse`` tries first (then the next ones up); 0 is any free port."""
 
 
-@dataclass(frozen=True, slots=True)
-class StartServer:
+class StartServer(msgspec.Struct, frozen=True):
     """Serve ``site`` over HTTP on ``host`` (a loopback address) at ``port``.
 
     ``site`` has the shape of :class:`simulator.hosts.wikiserver.Site` (one version of
@@ -110,13 +104,11 @@ class StartServer:
     port: int = DEFAULT_PORT
 
 
-@dataclass(frozen=True, slots=True)
-class StopServer:
+class StopServer(msgspec.Struct, frozen=True):
     """Stop the server started for this session."""
 
 
-@dataclass(frozen=True, slots=True)
-class ServerStarted:
+class ServerStarted(msgspec.Struct, frozen=True):
     """The result of :class:`StartServer`: its URL (``http://<host>:<port>``), or why
     it could not listen (``error``, with ``url`` empty)."""
 
@@ -124,14 +116,12 @@ class ServerStarted:
     error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class AskApproval:
+class AskApproval(msgspec.Struct, frozen=True):
     """Ask the control peer to play the user in the browser (login's ``authorize``)."""
 
     url: str
     timeout_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class CancelApproval:
+class CancelApproval(msgspec.Struct, frozen=True):
     """The authorization is no longer awaited: cancel the pending request."""

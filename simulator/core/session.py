@@ -32,7 +32,6 @@ import heapq
 import random
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
@@ -67,8 +66,7 @@ class SessionError(MisuseError):
     client's)."""
 
 
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
+class JournalEntry(msgspec.Struct, frozen=True):
     """One line the client sent, and what the session expected when it arrived.
 
     ``line`` is the line as sent; printed (``str``, ``repr``, so in an assertion
@@ -144,16 +142,15 @@ class _NoParams(msgspec.Struct):
     """Params of a command that takes none: any object, its keys ignored."""
 
 
-@dataclass(order=True, slots=True)
-class Timer:
+class Timer(msgspec.Struct, order=True):
     """A pending internal trigger."""
 
     deadline: float
     seq: int
-    trigger: str = field(compare=False)
-    payload: dict[str, Any] = field(compare=False)
-    state: str = field(compare=False, default="")
-    repeat_after: str = field(compare=False, default="")
+    trigger: str
+    payload: dict[str, Any]
+    state: str = ""
+    repeat_after: str = ""
 
 
 class Session:

@@ -38,8 +38,9 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from simulator.core.envelope import RejectedLine, decode_command
 from simulator.core.lines import LineBuffer
@@ -440,7 +441,7 @@ class LiveSession:
             return
         self._covered = marks, faults_fired
         new = self.session.chart.reached(*(m & ~o for m, o in zip(marks, old_marks, strict=True)))
-        new = replace(new, faults=faults_fired - old_faults)
+        new = msgspec.structs.replace(new, faults=faults_fired - old_faults)
         self.journal.cover(self.session.now, new)
 
     def _journal_lines(self) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -90,38 +89,31 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
             raise ValueError("code must be 0-255")
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
+class Write(msgspec.Struct, frozen=True):
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Pause:
+class Pause(msgspec.Struct, frozen=True):
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class Stderr:
+class Stderr(msgspec.Struct, frozen=True):
     line: str
 
 
-@dataclass(frozen=True, slots=True)
-class Exit:
+class Exit(msgspec.Struct, frozen=True):
     code: int
 
 
-@dataclass(frozen=True, slots=True)
-class Hang:
+class Hang(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class CloseStdout:
+class CloseStdout(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class StopReading:
+class StopReading(msgspec.Struct, frozen=True):
     pass
 
 

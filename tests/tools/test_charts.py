@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from simulator.core.errors import SimulatorBug
@@ -235,7 +236,7 @@ def test_a_name_mermaid_would_misread_is_refused() -> None:
     chart = load_chart("version")
     spec = chart.states["done"]
     for bad in ("default_done", "state", "two words", "_hidden", "a-b"):
-        odd = dataclasses.replace(chart, states={**chart.states, bad: spec})
+        odd = msgspec.structs.replace(chart, states={**chart.states, bad: spec})
         with pytest.raises(SimulatorBug, match="not a safe diagram id"):
             charts._checked(odd, [])
     with pytest.raises(SimulatorBug, match="cannot be a diagram label"):
