@@ -10,19 +10,31 @@ import time
 from collections.abc import Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 
 def wall(
     argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
 ) -> float:
-    """Seconds from spawn to exit of one process, its output discarded."""
+    """Seconds from spawn to exit of one process, stdin /dev/null, its output discarded."""
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
     return time.perf_counter() - start
 
 
 def median_ms(samples: Sequence[float]) -> str:
     return f"{statistics.median(samples) * 1e3:.1f} ms"
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
 
 
 def python() -> str:

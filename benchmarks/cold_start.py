@@ -1,15 +1,36 @@
 """Cold start: ``python -m simulator version --stdio`` to its event and exit.
 
-Measured side by side with ``python -c pass``, interleaved, so both see the same
-machine load. Target: median ratio <= 4.5.
+Timed from spawn to exit, stdin /dev/null, against ``python -c pass`` run the same
+way, interleaved (pass, simulator, pass, simulator, ...) so that both see the same
+machine load. Reported per mode: the median of each, and the median of the per-pair
+ratios (each simulator run over the ``python -c pass`` run just before it).
 
-``--bytecode cached`` (the default) writes every module's bytecode first and lets the
-runs read it (``PYTHONDONTWRITEBYTECODE`` is unset for them); ``--bytecode none``
-points ``PYTHONPYCACHEPREFIX`` at an empty folder, so every module, the standard
-library's too, is compiled on every run. ``--against DIR`` also times the simulator of
-another checkout (``git worktree add ../before HEAD~1``), interleaved with this one.
+Two modes, both in every run of this script, interleaved with each other too:
 
-    python benchmarks/cold_start.py [--runs 30] [--bytecode cached|none] [--against DIR]
+- **compiled**: ``PYTHONPYCACHEPREFIX`` points at a temporary folder, filled first by
+  ``python -m compileall`` over the tree's packages and by one run of each command
+  with bytecode writing on (for the standard library and third-party modules they
+  import). The timed runs then read every module from that cache and write nothing
+  (``PYTHONDONTWRITEBYTECODE=1``).
+- **not compiled**: ``PYTHONPYCACHEPREFIX`` points at another, empty temporary
+  folder and ``PYTHONDONTWRITEBYTECODE=1``, so the folder stays empty. With a prefix
+  set, the interpreter looks for bytecode only under the prefix, never in the
+  ``__pycache__`` folders beside the sources, so every module that is not frozen
+  into the interpreter or an extension (msgspec's is) is compiled from source on
+  every run, the standard library's too, for both commands alike.
+
+Neither is taken on trust: before timing, each command runs once with ``-v`` in each
+mode, and the script counts the modules whose code came from cached bytecode and those
+compiled from source; it stops if a compiled run compiled a module, or if a run that
+should compile read bytecode.
+
+Each command gets ``PYTHONPATH`` set to its tree. ``--against DIR`` times the
+simulator of another checkout (``git worktree add ../before <commit>``) in the same
+runs, interleaved with this one, against the same ``python -c pass`` runs.
+Targets: <= 3.2x compiled, <= 4.0x not compiled (median of the per-pair ratios).
+
+    python benchmarks/cold_start.py [--runs 30] [--bytecode both|compiled|none]
+        [--against DIR]
 """
 
 from __future__ import annotations
@@ -17,42 +38,133 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import tempfile
 
-from _common import HERE, median_ms, python, wall
+from _common import ROOT, median_ms, python, verdict, wall
 
-ROOT = os.path.dirname(HERE)
+SIMULATOR = ["-m", "simulator", "version", "--stdio"]
+PASS = ["-c", "pass"]
+TARGETS = {"compiled": 3.2, "none": 4.0}
+TITLES = {"compiled": "compiled (bytecode cached)", "none": "not compiled (no bytecode read)"}
+
+
+def environment(prefix: str, tree: str, *, write: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
+    env |= {"PYTHONPYCACHEPREFIX": prefix, "PYTHONPATH": tree}
+    if not write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def code_sources(args: list[str], tree: str, env: dict[str, str]) -> tuple[int, int, int]:
+    """(modules read from bytecode, modules compiled from source, modules of ``tree``)
+    in one ``-v`` run of ``python *args``."""
+    run = subprocess.run(
+        [python(), "-v", *args],
+        cwd=tree,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    cached = compiled = own = 0
+    prefix = env["PYTHONPYCACHEPREFIX"]
+    for line in run.stderr.splitlines():
+        if not line.startswith("# code object from "):
+            continue
+        path = line.removeprefix("# code object from ").strip("'")
+        if path.endswith(".pyc"):
+            if not path.startswith(prefix):
+                raise SystemExit(f"bytecode read from outside the cache prefix: {path}")
+            cached += 1
+            path = path[len(prefix) :]
+        else:
+            compiled += 1
+        own += path.startswith(os.path.join(tree, "simulator") + os.sep) or path.startswith(
+            os.path.join(tree, "statecharts") + os.sep
+        )
+    return cached, compiled, own
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--bytecode", choices=("cached", "none"), default="cached")
+    parser.add_argument(
+        "--bytecode", choices=("both", "compiled", "cached", "none"), default="both"
+    )
     parser.add_argument("--against", metavar="DIR", help="another checkout to time beside this")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    empty = tempfile.TemporaryDirectory()
-    if args.bytecode == "none":
-        env |= {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty.name}
-    simulator = [python(), "-m", "simulator", "version", "--stdio"]
+    modes = {"both": ["compiled", "none"], "cached": ["compiled"]}.get(
+        args.bytecode, [args.bytecode]
+    )
     trees = {"this tree": ROOT}
     if args.against:
         trees[args.against] = os.path.abspath(args.against)
-    for tree in trees.values():  # bytecode written first, where it is kept
-        wall(simulator, cwd=tree, env=env)
-    baseline: list[float] = []
-    times: dict[str, list[float]] = {name: [] for name in trees}
+    folders = {mode: tempfile.TemporaryDirectory(prefix=f"pycache-{mode}-") for mode in modes}
+    prefixes = {mode: folder.name for mode, folder in folders.items()}
+
+    if "compiled" in prefixes:  # the cache filled, then only read
+        prefix = prefixes["compiled"]
+        for tree in trees.values():
+            packages = [os.path.join(tree, p) for p in ("simulator", "statecharts")]
+            subprocess.run(
+                [python(), "-m", "compileall", "-q", *packages],
+                env=environment(prefix, tree, write=True),
+                stdout=subprocess.DEVNULL,
+                check=True,
+            )
+            for command in (PASS, SIMULATOR):
+                wall([python(), *command], cwd=tree, env=environment(prefix, tree, write=True))
+
+    print(f"cold start, stdin /dev/null, {args.runs} runs of each, interleaved")
+    for mode in modes:
+        checks = {"python -c pass": (PASS, ROOT)}
+        checks |= {f"version --stdio, {name}": (SIMULATOR, tree) for name, tree in trees.items()}
+        for label, (command, tree) in checks.items():
+            cached, compiled, own = code_sources(command, tree, environment(prefixes[mode], tree))
+            print(
+                f"  {mode:8} {label}: {cached} modules from cached bytecode, "
+                f"{compiled} compiled from source ({own} of the tree's packages)"
+            )
+            wrong = compiled if mode == "compiled" else cached
+            if wrong:
+                raise SystemExit(f"{mode}: {wrong} modules did not load as the mode says")
+
+    baseline: dict[str, list[float]] = {mode: [] for mode in modes}
+    times: dict[str, dict[str, list[float]]] = {m: {name: [] for name in trees} for m in modes}
+    ratios: dict[str, dict[str, list[float]]] = {m: {name: [] for name in trees} for m in modes}
     for _ in range(args.runs):
-        baseline.append(wall([python(), "-c", "pass"], cwd=ROOT, env=env))
-        for name, tree in trees.items():
-            times[name].append(wall(simulator, cwd=tree, env=env))
-    print(f"bytecode {args.bytecode}, {args.runs} runs each, interleaved")
-    print(f"python -c pass:                      median {median_ms(baseline)}")
-    for name, samples in times.items():
-        ratio = statistics.median(samples) / statistics.median(baseline)
-        print(f"simulator version --stdio, {name}: median {median_ms(samples)}, {ratio:.2f}x")
-    print("target <= 4.5x")
-    empty.cleanup()
+        for mode in modes:
+            for name, tree in trees.items():
+                env = environment(prefixes[mode], tree)
+                before = wall([python(), *PASS], cwd=tree, env=env)
+                seconds = wall([python(), *SIMULATOR], cwd=tree, env=env)
+                if name == "this tree":
+                    baseline[mode].append(before)
+                times[mode][name].append(seconds)
+                ratios[mode][name].append(seconds / before)
+
+    for mode in modes:
+        target = TARGETS[mode]
+        print(f"{TITLES[mode]}:")
+        width = max(len(f"version --stdio, {name}:") for name in trees)
+        print(f"  {'python -c pass:':{width}} {median_ms(baseline[mode]):>9} median")
+        for name in trees:
+            ratio = statistics.median(ratios[mode][name])
+            label = f"version --stdio, {name}:"
+            print(
+                f"  {label:{width}} {median_ms(times[mode][name]):>9} median; "
+                f"per-pair ratio {ratio:.2f}x median "
+                f"(range {min(ratios[mode][name]):.2f} to {max(ratios[mode][name]):.2f}); "
+                f"target <= {target}x: {verdict(ratio <= target)}"
+            )
+    if "none" in prefixes and any(os.scandir(prefixes["none"])):
+        raise SystemExit("bytecode was written into the folder that must stay empty")
+    for folder in folders.values():
+        folder.cleanup()
 
 
 if __name__ == "__main__":

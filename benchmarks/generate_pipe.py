@@ -1,14 +1,25 @@
-"""generate of 200 pages at speed 0, written to a pipe, against a replay of the same bytes.
+"""generate at speed 0, written to a pipe, against a replay of the same bytes.
 
-The simulator runs ``generate --stdio -y --speed 0`` on benchmarks/pages-200.toml; its
-stdout is recorded once. The replay script writes those recorded lines to its stdout,
-one write per line, which is the floor for any Python fake. Both are read by this
-process through a pipe; the rate is events over the time from the first byte to the
-last event's newline, so interpreter start-up and tear-down are left out. Runs
-alternate.
-Target: simulator rate >= 0.5x the replay rate.
+The simulator runs ``generate --stdio -y --speed 0 --no-files`` on a scenario of
+``--pages`` pages (written to a temporary folder, which is also the working
+directory); its stdout is recorded once. The replay is a Python process that writes
+those recorded lines to its stdout as fast as it can, one write per line, the floor
+for any Python fake. Both are read by this process through the same kind of pipe
+(``subprocess.PIPE``, 1 MiB reads); a run's rate is its events over the time from its
+first byte to its last event's newline, so interpreter start-up and tear-down are
+left out. The bytes read are checked against the recording, run by run.
 
-    python benchmarks/generate_pipe.py [--runs 7]
+Each measurement lasts at least ``--seconds`` (1 s) of that time: a process is run
+again, its events and seconds added, until the seconds reach it, so a figure is never
+a few milliseconds of one run. The simulator and the replay alternate, measurement by
+measurement, in two placements: the reader (this process) and the writer pinned to
+the same CPU, then to two different CPUs (``os.sched_setaffinity``: the writer's set
+before it execs, so it never runs elsewhere). The second is skipped, with a message,
+when only one CPU is available. Medians of ``--runs`` measurements are reported, as
+events/s and MB/s, with the ratio of the medians.
+Target: simulator rate >= 0.5x the replay rate, in each placement.
+
+    python benchmarks/generate_pipe.py [--pages 200] [--runs 3] [--seconds 1]
 """
 
 from __future__ import annotations
@@ -20,8 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
-from _common import HERE, python
+from _common import ROOT, python, verdict
 
 REPLAY = """
 import os, sys
@@ -34,23 +46,26 @@ for line in lines:
         view = view[os.write(out, view):]
 """
 
-SIM = [
-    python(),
-    "-m",
-    "simulator",
-    "generate",
-    "--stdio",
-    "-y",
-    "--speed",
-    "0",
-    "--scenario",
-    os.path.join(HERE, "pages-200.toml"),
-]
+TARGET = 0.5
 
 
-def timed_read(argv: list[str], events: int) -> tuple[int, float]:
+def pinned(cpu: int) -> Callable[[], None]:
+    def pin() -> None:
+        os.sched_setaffinity(0, {cpu})
+
+    return pin
+
+
+def timed_read(argv: list[str], events: int, cwd: str, cpu: int) -> tuple[int, float]:
     """(bytes, seconds from the first byte to the newline of event number ``events``)."""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=os.environ | {"PYTHONPATH": ROOT},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        preexec_fn=pinned(cpu),  # no thread in this process: safe here
+    )
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     first = os.read(fd, 1 << 20)
@@ -60,33 +75,83 @@ def timed_read(argv: list[str], events: int) -> tuple[int, float]:
         total += len(chunk)
         newlines += chunk.count(b"\n")
     seconds = time.perf_counter() - start
-    proc.stdout.read()
-    proc.wait()
+    total += len(proc.stdout.read())
+    if proc.wait() != 0:
+        raise SystemExit(f"{argv[:4]} exited with {proc.returncode}")
     return total, seconds
+
+
+def measure(
+    argv: list[str], events: int, size: int, cwd: str, cpu: int, at_least: float
+) -> tuple[float, float, int]:
+    """(events/s, MB/s, processes) over runs of ``argv`` adding up to ``at_least`` s."""
+    seconds = 0.0
+    runs = 0
+    while seconds < at_least:
+        read, took = timed_read(argv, events, cwd, cpu)
+        if read != size:
+            raise SystemExit(f"{argv[:4]}: {read} bytes read, {size} recorded")
+        seconds += took
+        runs += 1
+    return events * runs / seconds, size * runs / seconds / 1e6, runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3, help="measurements per side")
+    parser.add_argument("--seconds", type=float, default=1.0, help="per measurement")
     args = parser.parse_args()
-    recorded = subprocess.run(SIM, stdin=subprocess.DEVNULL, capture_output=True, check=True).stdout
-    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
-        f.write(recorded)
-    replay = [sys.executable, "-c", REPLAY, f.name]
-    events = recorded.count(b"\n")
-    sim_rates, replay_rates = [], []
-    size = 0
-    for _ in range(args.runs):
-        size, seconds = timed_read(SIM, events)
-        sim_rates.append(events / seconds)
-        _, seconds = timed_read(replay, events)
-        replay_rates.append(events / seconds)
-    os.unlink(f.name)
-    sim, floor = statistics.median(sim_rates), statistics.median(replay_rates)
-    print(f"{events} events, {size / 1e6:.1f} MB per run, {args.runs} runs each, medians:")
-    print(f"simulator: {sim:10.0f} events/s {1e6 / sim:8.1f} us/event")
-    print(f"replay:    {floor:10.0f} events/s {1e6 / floor:8.1f} us/event")
-    print(f"ratio: {sim / floor:.2f}x (target >= 0.5x)")
+    cpus = sorted(os.sched_getaffinity(0))
+    placements = {"same CPU": (cpus[0], cpus[0])}
+    if len(cpus) > 1:
+        placements["different CPUs"] = (cpus[0], cpus[1])
+
+    with tempfile.TemporaryDirectory(prefix="generate-pipe-") as folder:
+        scenario = os.path.join(folder, f"pages-{args.pages}.toml")
+        with open(scenario, "w") as f:
+            f.write(f'description = "benchmark: {args.pages} pages"\n')
+            f.write(f"[world.project]\npages = {args.pages}\n")
+        simulator = [python(), "-m", "simulator", "generate", "--stdio", "-y"]
+        simulator += ["--speed", "0", "--no-files", "--scenario", scenario]
+        recorded = subprocess.run(
+            simulator, cwd=folder, stdin=subprocess.DEVNULL, capture_output=True, check=True
+        ).stdout
+        recording = os.path.join(folder, "recorded.jsonl")
+        with open(recording, "wb") as f:
+            f.write(recorded)
+        replay = [python(), "-c", REPLAY, recording]
+        events, size = recorded.count(b"\n"), len(recorded)
+        print(
+            f"generate --stdio -y --speed 0, {args.pages} pages: {events} events, "
+            f"{size / 1e6:.1f} MB per run ({size / events / 1e3:.1f} KB an event); "
+            f"{args.runs} measurements of >= {args.seconds:g} s per side and placement, "
+            "medians"
+        )
+        if len(cpus) == 1:
+            print(f"different CPUs: skipped, only CPU {cpus[0]} is available")
+        ratios: dict[str, float] = {}
+        for placement, (reader, writer) in placements.items():
+            os.sched_setaffinity(0, {reader})
+            sim: list[tuple[float, float, int]] = []
+            floor: list[tuple[float, float, int]] = []
+            for _ in range(args.runs):
+                sim.append(measure(simulator, events, size, folder, writer, args.seconds))
+                floor.append(measure(replay, events, size, folder, writer, args.seconds))
+            os.sched_setaffinity(0, set(cpus))
+            print(f"{placement} (reader on CPU {reader}, writer on CPU {writer}):")
+            for name, rows in (("simulator", sim), ("replay", floor)):
+                rate = statistics.median(r[0] for r in rows)
+                mbs = statistics.median(r[1] for r in rows)
+                processes = sum(r[2] for r in rows)
+                print(
+                    f"  {name:9} {rate:9.0f} events/s {mbs:8.1f} MB/s "
+                    f"{1e6 / rate:8.1f} us/event   ({processes} processes)"
+                )
+            ratio = statistics.median(r[0] for r in sim) / statistics.median(r[0] for r in floor)
+            ratios[placement] = ratio
+            print(f"  ratio: {ratio:.3f}x (target >= {TARGET}x): {verdict(ratio >= TARGET)}")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
