@@ -1,9 +1,13 @@
-"""Plots of a load test: throughput and lateness over time, as SVG or PNG.
+"""Plots of a load test: throughput and lateness over time, as SVG.
 
 Owns: :func:`write_plot`, which draws the time series of a load summary
 (:mod:`simulator.tools.load`) as two stacked line charts (events per second, and the p99
-lateness of timer events in milliseconds, per half second). SVG is written by hand and
-needs nothing; PNG needs matplotlib, imported only then.
+lateness in milliseconds, per half second), each with its title and a y axis from 0.
+
+One renderer, the SVG written here by hand, and no PNG: it needs no dependency (a
+plotting library is tens of megabytes for two polylines), its output is the same bytes
+for the same summary, and tests read it back as XML and check the coordinates. A PNG
+is one conversion away (``rsvg-convert``, a browser, any image tool).
 
     python -m simulator.tools.plot SUMMARY.json OUT.svg
 
@@ -12,8 +16,6 @@ Must not: run anything; it reads a summary dict.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
 import os
@@ -31,28 +33,20 @@ LEFT, RIGHT, TOP, BOTTOM = 80, 30, 50, 50
 
 
 class PlotError(ConfigurationError):
-    """A plot that cannot be written: an unknown suffix, or PNG without matplotlib."""
+    """A plot that cannot be written: a file name that is not ``.svg``."""
 
 
 def check_plot_path(path: str) -> None:
-    """Raise :class:`PlotError` unless ``path`` is a ``.svg``, or a ``.png`` we can draw."""
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".svg":
-        return
-    if suffix != ".png":
-        raise PlotError(f"{path}: a plot is .svg or .png")
-    if importlib.util.find_spec("matplotlib") is None:
-        raise PlotError("PNG needs matplotlib (pip install matplotlib); SVG does not: use .svg")
+    """Raise :class:`PlotError` unless ``path`` ends in ``.svg``."""
+    if os.path.splitext(path)[1].lower() != ".svg":
+        raise PlotError(f"{path}: a plot is .svg (convert it for another format)")
 
 
 def write_plot(summary: dict[str, Any], path: str) -> None:
-    """Draw ``summary["series"]`` to ``path`` (.svg by hand, .png with matplotlib)."""
+    """Draw ``summary["series"]`` to ``path`` (.svg)."""
     check_plot_path(path)
-    if path.lower().endswith(".svg"):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(render_svg(summary))
-    else:
-        _write_png(summary, path)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_svg(summary))
 
 
 def _title(summary: dict[str, Any]) -> str:
@@ -178,7 +172,7 @@ def render_svg(summary: dict[str, Any]) -> str:
     )
     parts += _chart(
         "lateness",
-        "p99 lateness of timer events (ms)",
+        "p99 lateness (ms), from each session's schedule",
         lateness,
         x_max,
         2 * TOP + CHART_HEIGHT + BOTTOM + 20,
@@ -189,28 +183,11 @@ def render_svg(summary: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _write_png(summary: dict[str, Any], path: str) -> None:  # pragma: no cover - optional
-    matplotlib: Any = importlib.import_module("matplotlib")
-    matplotlib.use("Agg")
-    plt: Any = importlib.import_module("matplotlib.pyplot")
-
-    throughput, lateness = _series(summary)
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
-    figure.suptitle(_title(summary), fontsize=10)
-    top.plot([t for t, _ in throughput], [v for _, v in throughput], color="#1f77b4")
-    top.set_ylabel("events/s")
-    bottom.plot([t for t, _ in lateness], [v for _, v in lateness], color="#d62728")
-    bottom.set_ylabel("p99 lateness (ms)")
-    bottom.set_xlabel("time (s)")
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m simulator.tools.plot SUMMARY.json OUT.svg|OUT.png``; the exit code."""
+    """``python -m simulator.tools.plot SUMMARY.json OUT.svg``; the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        sys.stderr.write("usage: python -m simulator.tools.plot SUMMARY.json OUT.svg|OUT.png\n")
+        sys.stderr.write("usage: python -m simulator.tools.plot SUMMARY.json OUT.svg\n")
         return 2
     try:
         with open(args[0], encoding="utf-8") as f:

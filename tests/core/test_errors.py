@@ -49,6 +49,7 @@ WHOSE = {
     "simulator.core.envelope.RejectedLine": ProtocolError,
     "simulator.core.driver.InvalidParams": ProtocolError,
     "simulator.core.chart.ChartError": SimulatorBug,
+    "simulator.tools.load.workers.WorkerError": SimulatorBug,
 }
 """Each error class of the package, and the branch it belongs to."""
 

@@ -1,4 +1,4 @@
-"""Tests for simulator.tools.plot: the SVG drawn by hand, and PNG only with matplotlib.
+"""Tests for simulator.tools.plot: the SVG drawn by hand, the one renderer.
 
 The SVG is parsed with xml.etree, as any consumer would; the polylines' coordinates
 are checked against the series they draw.
@@ -6,7 +6,6 @@ are checked against the series they draw.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -17,7 +16,6 @@ import pytest
 from simulator.tools import load, plot
 
 SVG = "{http://www.w3.org/2000/svg}"
-HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 def summary(mode: str = "inprocess") -> dict[str, Any]:
@@ -128,28 +126,34 @@ def test_the_plot_command_refuses_bad_input(
     assert err.count("\n") == 2 and "Traceback" not in err
 
 
-def test_an_unknown_suffix_is_refused() -> None:
-    with pytest.raises(plot.PlotError, match=r"\.svg or \.png"):
-        plot.check_plot_path("out.jpg")
+@pytest.mark.parametrize("name", ["out.jpg", "out.png", "out"])
+def test_anything_but_svg_is_refused(name: str, tmp_path: Path) -> None:
+    with pytest.raises(plot.PlotError, match=r"a plot is \.svg"):
+        plot.check_plot_path(name)
+    with pytest.raises(plot.PlotError, match=r"a plot is \.svg"):
+        plot.write_plot(summary(), str(tmp_path / name))
+    assert not (tmp_path / name).exists()
 
 
-@pytest.mark.skipif(HAS_MATPLOTLIB, reason="matplotlib is installed: PNG works")
-def test_png_without_matplotlib_is_exit_2_before_the_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "load.png"
-    code = load.main(["generate", "--sessions", "100000", "--plot", str(out)])
-    assert code == 2
+def test_a_png_is_refused_before_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load.main(["generate", "--sessions", "100000", "--plot", "x.png"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "PNG needs matplotlib" in err and "SVG does not" in err
-    assert not out.exists()
-    with pytest.raises(plot.PlotError, match="PNG needs matplotlib"):
-        plot.write_plot(summary(), str(out))
+    assert err.count("\n") == 1 and "a plot is .svg" in err
 
 
-@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib")
-def test_png_with_matplotlib(tmp_path: Path) -> None:
-    out = tmp_path / "load.png"
-    plot.write_plot(summary(), str(out))
-    assert out.read_bytes().startswith(b"\x89PNG")
+def test_each_chart_has_its_title_and_a_y_axis_from_zero() -> None:
+    found = charts(plot.render_svg(summary()))
+    titles = {
+        name: next(t.text or "" for t in chart.iter(f"{SVG}text")) for name, chart in found.items()
+    }
+    assert titles["throughput"] == "events per second"
+    assert titles["lateness"].startswith("p99 lateness (ms)")
+    (_, low), *_ = sorted(points(found["lateness"]), key=lambda p: -p[1])
+    axis = [
+        line for line in found["lateness"].iter(f"{SVG}line") if line.get("x1") == line.get("x2")
+    ]
+    assert axis and low <= float(axis[-1].get("y1", 0))  # no point below the zero line
+
+
+def test_the_same_summary_draws_the_same_bytes() -> None:
+    assert plot.render_svg(summary()) == plot.render_svg(summary())

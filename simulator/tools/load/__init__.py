@@ -3,16 +3,21 @@
 Runs N sessions of one command and scenario with C at a time (for a count, or for a
 duration), in one of two modes, and ends with a summary:
 
-- **in-process** (:mod:`simulator.tools.load.inprocess`): one asyncio loop, one
-  :class:`~simulator.runners.aio.Hub`, the reference client answering gates; lateness of every
-  timer event, the RSS the sessions added, the cyclic collector's pauses.
+- **in-process** (:mod:`simulator.tools.load.inprocess`): asyncio loops, each with one
+  :class:`~simulator.runners.aio.Hub`, the reference client answering gates; lateness of
+  every session's start against its schedule and of every timer event, the RSS the
+  sessions added per live session, the cyclic collector's pauses. One loop per core by
+  default, each in a worker process (:mod:`simulator.tools.load.workers`).
 - **process** (:mod:`simulator.tools.load.processes`): N real ``zread`` processes over real
-  pipes; every transcript checked, each process's peak RSS sampled. No lateness.
+  pipes; every transcript checked, each process's peak RSS sampled, lateness when the
+  children report it.
 
 The summary (:mod:`simulator.tools.load.stats`) is printed as a table and written as JSON
 (``--json``), with a time series per half second that ``--plot`` draws
-(:mod:`simulator.tools.plot`); the command line is :mod:`simulator.tools.load.cli`, what they all
-share :mod:`simulator.tools.load.common`.
+(:mod:`simulator.tools.plot`); summaries of several hosts merge into one (``--merge``,
+:mod:`simulator.tools.load.merge`); the command line is :mod:`simulator.tools.load.cli`,
+its progress bar :mod:`simulator.tools.load.progress`, what they all share
+:mod:`simulator.tools.load.common`.
 
 This module owns only the package's public face: it re-exports, and must not define
 anything. The load test as a whole must not change a session's behaviour: it drives
@@ -30,6 +35,7 @@ from simulator.tools.load.stats import (
     Histogram,
     RssSampler,
     Stats,
+    rss_kb,
     status_kb,
 )
 
@@ -46,6 +52,7 @@ __all__ = [
     "format_summary",
     "main",
     "parse_args",
+    "rss_kb",
     "run",
     "status_kb",
 ]

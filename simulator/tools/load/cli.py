@@ -1,11 +1,14 @@
 """The command line of the load test, and its entry points.
 
 Owns: :func:`run` (a :class:`~simulator.tools.load.common.LoadConfig` to a summary, through
-the runner its mode names), :func:`main` (``python -m simulator load ...``: argv to an
-exit code; 0, 1 when a session failed, 2 for a bad argument, one line on stderr), the
-arguments (:func:`parse_args`), the progress line on stderr, the summary as a table
-(:func:`format_summary`), and writing the JSON (``--json``) and plot (``--plot``,
-:mod:`simulator.tools.plot`).
+the runner its mode names: one loop here, or K workers,
+:mod:`simulator.tools.load.workers`), :func:`main` (``python -m simulator load ...``: argv
+to an exit code; 0, 1 when a session failed, 2 for a bad argument, one line on stderr),
+``load --merge FILE ...`` (summaries of several hosts as one,
+:mod:`simulator.tools.load.merge`), the arguments (:func:`parse_args`), the summary as a
+table (:func:`format_summary`), and writing the JSON (``--json``) and plot (``--plot``,
+:mod:`simulator.tools.plot`). The progress bar is
+:class:`~simulator.tools.load.progress.ProgressBar`'s.
 
 Must not: measure (:mod:`simulator.tools.load.stats`) or drive sessions (the runners).
 """
@@ -14,18 +17,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import IO, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from simulator.core.errors import SimulatorBug
 from simulator.tools.load.common import LoadConfig, LoadError
-from simulator.tools.load.inprocess import InProcess
-from simulator.tools.load.processes import Processes
-from simulator.tools.load.stats import Stats
+
+if TYPE_CHECKING:
+    from simulator.tools.load.progress import ProgressBar
+    from simulator.tools.load.stats import Stats
 
 __all__ = ["PROG", "format_summary", "main", "parse_args", "run"]
 
@@ -91,19 +96,22 @@ def _parser() -> _Parser:
         help="a session without done:true by then is an error (default: 600)",
     )
     parser.add_argument(
-        "--prebuild",
-        action="store_true",
-        help="in-process with --sessions: create every session before the clock starts",
-    )
-    parser.add_argument(
         "--ramp",
         type=_number(0, False),
         default=0.0,
         metavar="SECONDS",
-        help="in-process: start the first C sessions evenly over SECONDS (default: at once)",
+        help="in-process: start the first C sessions evenly over SECONDS (default: at once); "
+        "lateness counts from each session's scheduled start",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="K",
+        help="in-process: K event loops in K processes, session i in worker i %% K "
+        f"(default: one per core, {os.cpu_count() or 1} here)",
     )
     parser.add_argument("--json", metavar="FILE", help="write the summary as JSON")
-    parser.add_argument("--plot", metavar="FILE", help="draw throughput and lateness (.svg, .png)")
+    parser.add_argument("--plot", metavar="FILE", help="draw throughput and lateness (.svg)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", action="store_true", default=None, help="always show it")
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -113,7 +121,6 @@ def _parser() -> _Parser:
 def parse_args(argv: Sequence[str]) -> tuple[LoadConfig, str | None, str | None]:
     """(the config, the JSON path, the plot path); LoadError says what is wrong."""
     from simulator.launch import parse_flags
-    from simulator.tools.plot import PlotError, check_plot_path
 
     argv = list(argv)
     zread_args: list[str] = []
@@ -131,16 +138,8 @@ def parse_args(argv: Sequence[str]) -> tuple[LoadConfig, str | None, str | None]
         raise LoadError("give --sessions N, --duration SECONDS, or both")
     if args.sessions is None and args.concurrency is None:
         raise LoadError("--duration without --sessions needs --concurrency")
-    for path in (args.json, args.plot):
-        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise LoadError(f"{path}: no such directory")
-        if path is not None and os.path.isdir(path):
-            raise LoadError(f"{path}: is a directory, not a file")
-    if args.plot is not None:
-        try:
-            check_plot_path(args.plot)
-        except PlotError as error:
-            raise LoadError(str(error)) from None
+    _check_output(args.json)
+    _check_output(args.plot, plot=True)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     config = LoadConfig(
         command=args.command,
@@ -154,24 +153,29 @@ def parse_args(argv: Sequence[str]) -> tuple[LoadConfig, str | None, str | None]
         mode=args.mode,
         timeout=args.timeout,
         progress=progress,
-        prebuild=args.prebuild,
         ramp=args.ramp,
+        workers=args.workers,
     )
     return config, args.json, args.plot
 
 
-def _draw_progress(out: IO[str], stats: Stats, point: dict[str, Any]) -> None:
-    """Redraw the one progress line (``--progress``)."""
-    p99 = point["p99_ms"]
-    late = f"  p99 {p99:.1f} ms" if p99 is not None else ""
-    out.write(
-        f"\r{stats.finished}/{stats.started} sessions done, {point['live']} live, "
-        f"{point['events_per_s']:,.0f} events/s{late}   "
-    )
-    out.flush()
+def _check_output(path: str | None, plot: bool = False) -> None:
+    from simulator.tools.plot import PlotError, check_plot_path
+
+    if path is None:
+        return
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise LoadError(f"{path}: no such directory")
+    if os.path.isdir(path):
+        raise LoadError(f"{path}: is a directory, not a file")
+    if plot:
+        try:
+            check_plot_path(path)
+        except PlotError as error:
+            raise LoadError(str(error)) from None
 
 
-def run(config: LoadConfig, progress: IO[str] | None = None) -> dict[str, Any]:
+def run(config: LoadConfig, progress: ProgressBar | None = None) -> dict[str, Any]:
     """Run the load test ``config`` describes; the summary (LoadError if unusable)."""
     from simulator.core.errors import ConfigurationError
     from simulator.launch import FlagError, build_session
@@ -182,14 +186,55 @@ def run(config: LoadConfig, progress: IO[str] | None = None) -> dict[str, Any]:
         build_session(config.command, config.args, scenario=scenario)  # usable at all?
     except (ConfigurationError, FlagError) as error:
         raise LoadError(str(error)) from None
-    draw = None if progress is None else partial(_draw_progress, progress)
     if config.concurrency is None:
         config.concurrency = config.sessions
+    draw: Callable[[Stats, dict[str, Any]], None] | None = None
+    if progress is not None:
+        bar = progress
+
+        def draw(stats: Stats, point: dict[str, Any]) -> None:
+            bar.show(stats.finished, point)
+
+    path = os.path.abspath(config.scenario)
+    scenario_arg = path if os.path.isfile(path) else config.scenario  # from any folder
     if config.mode == "process":
-        path = os.path.abspath(config.scenario)
-        scenario_arg = path if os.path.isfile(path) else config.scenario
+        from simulator.tools.load.processes import Processes
+
         return asyncio.run(Processes(config, scenario_arg, draw).run())
-    return asyncio.run(InProcess(config, scenario, draw).run())
+    workers = config.worker_count()
+    if workers > 1:
+        from simulator.tools.load.workers import Workers
+
+        shown = None if progress is None else progress.show
+        each = dataclasses.replace(config, scenario=scenario_arg)
+        summary = asyncio.run(Workers(each, workers, shown).run())
+        summary["scenario"] = config.scenario
+        return summary
+    from simulator.tools.load.inprocess import InProcess
+
+    summary = asyncio.run(InProcess(config, scenario, draw).run())
+    summary["workers"] = 1
+    return summary
+
+
+def _merge_main(argv: list[str]) -> tuple[dict[str, Any], str | None, str | None]:
+    """``load --merge FILE ... [--json FILE] [--plot FILE]``: the merged summary."""
+    from simulator.tools.load.merge import merge, name_of, read_summary
+
+    parser = _Parser(
+        prog=f"{PROG} --merge",
+        description="Merge the summaries `load --json` wrote on several hosts into one.",
+    )
+    parser.add_argument("--merge", nargs="+", required=True, metavar="FILE")
+    parser.add_argument("--json", metavar="FILE", help="write the merged summary as JSON")
+    parser.add_argument("--plot", metavar="FILE", help="draw throughput and lateness (.svg)")
+    args = parser.parse_args(argv)
+    _check_output(args.json)
+    _check_output(args.plot, plot=True)
+    parts = [read_summary(path) for path in args.merge]
+    taken: set[str] = set()
+    names = [name_of(path, part, taken) for path, part in zip(args.merge, parts, strict=True)]
+    return merge(parts, names, "hosts"), args.json, args.plot
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,16 +244,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["load"]:
         argv = argv[1:]
+    bar: ProgressBar | None = None
     try:
-        config, json_path, plot_path = parse_args(argv)
-        summary = run(config, sys.stderr if config.progress else None)
+        if "--merge" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+            summary, json_path, plot_path = _merge_main(argv)
+        else:
+            from simulator.tools.load.progress import ProgressBar
+
+            config, json_path, plot_path = parse_args(argv)
+            if config.progress:
+                bar = ProgressBar(
+                    sys.stderr, sessions=config.sessions, duration=config.duration, enabled=True
+                )
+            try:
+                summary = run(config, bar)
+                if bar is not None and summary["series"]:  # where the run ended
+                    done = summary["completed"] + summary["interrupted"] + summary["errors"]
+                    bar.update_to(done, summary["series"][-1])
+            finally:
+                if bar is not None:
+                    bar.close()
     except LoadError as error:
         sys.stderr.write(f"{PROG}: {error}\n")
         return 2
+    except SimulatorBug as error:  # a worker that died: its own last words are in it
+        sys.stderr.write(f"{PROG}: {error}\n")
+        return error.exit_code
     except SystemExit as exit:  # --help
         return int(exit.code or 0)
-    if config.progress:
-        sys.stderr.write("\n")
     sys.stdout.write(format_summary(summary))
     try:
         if json_path is not None:
@@ -223,10 +286,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if summary["errors"] else 0
 
 
+def _late(late: dict[str, Any] | None) -> str:
+    if late is None:
+        return "not measured"
+    return (
+        f"p50 {late['p50']:.2f} ms  p95 {late['p95']:.2f} ms  p99 {late['p99']:.2f} ms  "
+        f"max {late['max']:.2f} ms"
+    )
+
+
+def _per_session(summary: dict[str, Any]) -> str:
+    kb = summary.get("rss_per_session_kb")
+    if kb is None:
+        return "memory per session not measured"
+    return f"{kb:.1f} KB per live session ({summary.get('rss_peak_live'):,} live at the RSS peak)"
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a readable table."""
     args = " ".join([summary["command"], *summary["args"]])
-    mode = "in-process" if summary["mode"] == "inprocess" else "processes"
+    mode = {"inprocess": "in-process", "process": "processes"}.get(summary["mode"], "mixed")
+    parts = summary.get("parts") or []
+    if summary.get("merged") == "hosts":
+        mode += f", {len(parts)} hosts merged"
+    elif summary.get("workers", 1) > 1:
+        mode += f", {summary['workers']} workers"
     rows = [
         ("run", f"{args}, scenario {summary['scenario']}, speed {summary['speed']:g}, {mode}"),
         (
@@ -243,35 +327,44 @@ def format_summary(summary: dict[str, Any]) -> str:
     ]
     late = summary["lateness_ms"]
     if late is None:
-        rows.append(("lateness", "not measured in process mode"))
+        where = " in process mode" if summary["mode"] == "process" else ""
+        rows.append(("lateness", f"not measured{where}"))
     else:
-        rows.append(
-            (
-                "lateness",
-                f"p50 {late['p50']:.2f} ms  p95 {late['p95']:.2f} ms  p99 {late['p99']:.2f} ms  "
-                f"max {late['max']:.2f} ms ({late['timer_events']:,} timer events)",
-            )
-        )
-    if summary["mode"] == "inprocess":
-        rows.append(
-            (
-                "memory",
-                f"peak RSS {summary['peak_rss_mb']:.1f} MB, "
-                f"{summary['rss_per_session_kb']:.1f} KB per session "
-                f"({summary['peak_live']} live at most)",
-            )
-        )
+        counted = f"{late['timer_events']:,} timer events"
+        if late.get("starts"):
+            counted += f", {late['starts']:,} starts against their schedule"
+        rows.append(("lateness", f"{_late(late)} ({counted})"))
+    if summary["mode"] != "process":
+        peak = summary.get("peak_rss_mb")
+        rss = "peak RSS not measured" if peak is None else f"peak RSS {peak:.1f} MB"
+        most = f"{summary.get('peak_live') or 0:,} live at once at most"
+        bound = summary.get("peak_live_sum")
+        if bound is not None and bound != summary.get("peak_live"):
+            most += f" (sampled each tick; the parts' own peaks add up to {bound:,})"
+        rows.append(("memory", f"{rss}, {_per_session(summary)}; {most}"))
     else:
-        rss = summary["rss_per_process_mb"]
+        each = summary.get("rss_per_process_mb")
         text = (
             "no sample"
-            if rss is None
+            if each is None
             else (
-                f"RSS per process median {rss['median']:.1f} MB, max {rss['max']:.1f} MB "
-                f"({rss['sampled']} sampled)"
+                f"RSS per process median {each['median']:.1f} MB, max {each['max']:.1f} MB "
+                f"({each['sampled']} sampled)"
             )
         )
         rows.append(("memory", text))
+    for part in parts:
+        kb = part.get("rss_per_session_kb")
+        memory = "" if kb is None else f", {kb:.1f} KB per live session"
+        rows.append(
+            (
+                part["name"],
+                f"{part['sessions']} sessions (errors {part['errors']}), "
+                f"{part.get('events_per_s') or 0:,.0f} events/s, "
+                f"lateness {_late(part.get('lateness_ms'))}, "
+                f"{part.get('peak_live') or 0:,} live at most{memory}",
+            )
+        )
     for message in summary["error_messages"]:
         rows.append(("error", message))
     width = max(len(name) for name, _ in rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,10 +43,19 @@ class LoadConfig:
     mode: str = "inprocess"
     timeout: float = 600.0
     progress: bool = False
-    prebuild: bool = False
-    """In-process, with --sessions: create every session before the clock starts."""
     ramp: float = 0.0
-    """In-process: start the first ``concurrency`` sessions evenly over this many seconds."""
+    """In-process: start the first ``concurrency`` sessions evenly over this many seconds
+    (session i scheduled at ``i * ramp / concurrency``)."""
+    workers: int | None = None
+    """In-process: event loops, each in a process of its own; None: one per core."""
+
+    def worker_count(self) -> int:
+        """How many workers run: ``workers`` (one per core if None), but no more than
+        the sessions at once, and one in process mode."""
+        if self.mode != "inprocess":
+            return 1
+        wanted = self.workers or os.cpu_count() or 1
+        return max(1, min(wanted, self.concurrency or self.sessions or 1))
 
 
 @contextlib.contextmanager

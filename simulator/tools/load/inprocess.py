@@ -5,10 +5,21 @@ Owns: :class:`InProcess`, N sessions of one command and scenario, C at a time, o
 :class:`~simulator.runners.aio.Channel` whose endpoint (:class:`_Sink`) counts the bytes the
 process would write and answers gates with a :class:`~simulator.tools.client.ReferenceClient`,
 decoding a line only when ``waiting_for`` holds a gate (or a transport fault broke the
-one-write-per-event rule). Lateness: how long after its deadline each timer event was
-written (:class:`_MeasuredHub`); memory: the RSS the sessions added, per session at most
-live at once. What exists before the clock starts (imports, ``--prebuild`` sessions) is
-frozen out of the cyclic collector, as a long-running host would do; its pauses count.
+one-write-per-event rule).
+
+Lateness is counted from each session's schedule. Session i (of the first C) is
+scheduled at ``origin + i * ramp / C`` (all at the origin without a ramp); a later one
+when the slot it takes frees up. A session is created only when it is due, and how late
+it starts (writes its first event) is its first sample; after that, how long after its
+deadline each timer fired (:class:`_MeasuredChannel`). As one of K workers
+(:mod:`simulator.tools.load.workers`) it runs sessions ``worker, worker + K, ...`` on the
+global schedule, from an origin the workers share.
+
+Memory: RSS is sampled together with the live count every tick and once the ramp is
+over; the figure per session is (RSS at the highest sample - RSS before any session) /
+the sessions live at that sample. What exists before the clock starts (imports, the
+warm-up session) is frozen out of the cyclic collector, as a long-running host would
+do; its pauses count.
 
 Must not: change a session's behaviour (timers, bytes and faults are the hub's and the
 session's), parse arguments or write to the terminal (progress goes to a callback).
@@ -32,39 +43,49 @@ from simulator.tools.load.stats import (
     Progress,
     Stats,
     build_summary,
+    peak_rss_kb,
     reset_peak_rss,
-    status_kb,
+    rss_kb,
     tick,
 )
 
 if TYPE_CHECKING:
-    from simulator.core.session import Session
     from simulator.runners.live import LiveSession
     from simulator.scenario import Scenario
 
 __all__ = ["InProcess"]
 
 _NOT_GATES = frozenset({"quit", "cancel"})
+_TURN = 0.005
+"""Seconds of starting sessions between two turns of the loop (at least one session):
+the timers of the sessions already running wait no longer than that for the starts."""
 
 
 class _MeasuredHub(Hub):
-    """A hub whose lateness is taken when each timer fires, and whose wake-ups count.
+    """A hub whose wake-ups count, and which knows when the current tick began."""
 
-    :class:`Hub` measures every timer of one wake-up against the time the wake-up
-    began; under load, the last of thousands would look punctual. The time spent in
-    the wake-up so far is added back here.
-    """
-
-    batch_start: float | None = None
+    tick_began = 0.0
     wakeups = 0
 
     def _fire(self) -> None:
         self.wakeups += 1
-        self.batch_start = self.time()
-        try:
-            super()._fire()
-        finally:
-            self.batch_start = None
+        super()._fire()
+
+
+class _MeasuredChannel(Channel):
+    """A channel that tells its hub when each tick begins.
+
+    :meth:`LiveSession.tick` measures every timer it fires against the clock read when
+    the tick began; the time spent since (firing the timers before it) is added back in
+    :meth:`InProcess._on_fire`, so each timer's lateness is taken when it fires.
+    """
+
+    __slots__ = ()
+    hub: _MeasuredHub
+
+    def tick(self) -> None:
+        self.hub.tick_began = self.hub.time()
+        super().tick()
 
 
 class _Sink:
@@ -83,6 +104,7 @@ class _Sink:
         "pending",
         "problem",
         "run",
+        "scheduled",
         "started",
     )
 
@@ -90,6 +112,7 @@ class _Sink:
         self.run = run
         self.index = index
         self.started = started
+        self.scheduled = started
         self.deadline = started + timeout
         self.channel: Channel | None = None
         self.client: ReferenceClient | None = None
@@ -156,7 +179,15 @@ class _Sink:
 class InProcess:
     """Sessions on one loop; see the module docstring."""
 
-    def __init__(self, config: LoadConfig, scenario: Scenario, progress: Progress | None) -> None:
+    def __init__(
+        self,
+        config: LoadConfig,
+        scenario: Scenario,
+        progress: Progress | None,
+        *,
+        worker: int = 0,
+        workers: int = 1,
+    ) -> None:
         from simulator.launch import parse_flags
         from statecharts import load_chart
 
@@ -165,6 +196,15 @@ class InProcess:
         self.chart = load_chart(config.command)
         self.flags = parse_flags(config.command, config.args)
         self.progress = progress
+        self.worker, self.workers = worker, workers
+        concurrency = config.concurrency or config.sessions or 1
+        self.concurrency = concurrency
+        """C: the sessions at once in all, the ramp's denominator."""
+        self.slots = len(range(worker, concurrency, workers))
+        """This worker's share of C."""
+        self.next_index = worker
+        """The global index of this worker's next session."""
+        self.origin = 0.0
         self.hub: _MeasuredHub
         self.stats: Stats
         self.live: dict[int, _Sink] = {}
@@ -172,12 +212,14 @@ class InProcess:
         self.stopping = False
         self.filling = False
         self.peak_live = 0
+        self.rss_before: int | None = None
+        self.rss_peak: tuple[int, int] | None = None
+        """(RSS in kB, sessions live) at the highest RSS sample."""
         self._quitting: frozenset[int] = frozenset()
         self.all_done: asyncio.Event
         self._gates: dict[tuple[str, ...], bool] = {}
         self.plain = not scenario.faults
         """Without transport faults every write is exactly one event line."""
-        self.prebuilt: deque[Session] = deque()
 
     def needs_answer(self, waiting_for: tuple[str, ...]) -> bool:
         """True when the reference client may answer an event with this waiting_for."""
@@ -188,65 +230,64 @@ class InProcess:
         return known
 
     def _on_fire(self, channel: LiveSession, lateness: float) -> None:
-        start = self.hub.batch_start
-        if start is not None:
-            lateness += self.hub.time() - start
-        self.stats.late(lateness)
+        self.stats.late(lateness + self.hub.time() - self.hub.tick_began)
 
-    async def run(self) -> dict[str, Any]:
+    def prepare(self) -> None:
+        """Before the clock starts: warm up, then take the RSS before any session."""
+        self._warm_up()
+        gc.collect()
+        reset_peak_rss()
+        self.rss_before = rss_kb()
+        gc.freeze()  # what exists now (imports, caches) is never scanned again
+
+    async def run(self, origin: float | None = None) -> dict[str, Any]:
+        """Run the sessions; ``origin`` (on the loop's clock, which is monotonic and
+        shared by the processes of this machine) is when the schedule starts: now
+        without one. One already past makes every session start late by as much."""
         loop = asyncio.get_running_loop()
+        if self.rss_before is None:
+            self.prepare()
         self.hub = _MeasuredHub(loop, on_fire=self._on_fire)
         self.all_done = asyncio.Event()
-        self._warm_up()
-        reset_peak_rss()
-        rss_before = status_kb("self", "VmRSS") or 0
-        created = self._prebuild()
-        rss_created = status_kb("self", "VmRSS") or 0
-        gc.freeze()  # what exists now (imports, prebuilt sessions) is never scanned again
-        self.stats = Stats(loop.time)
+        self.origin = loop.time() if origin is None else origin
+        self.stats = Stats(loop.time, origin=self.origin)
+        await asyncio.sleep(max(0.0, self.origin - loop.time()))
         ticker = loop.create_task(tick(self.stats, self._live_count, self._check, self.progress))
         if self.config.duration is not None:
-            loop.call_later(self.config.duration, self.stop)
+            loop.call_at(self.origin + self.config.duration, self.stop)
+        cpu = time.process_time()
         with interrupt(loop, self.stop), GcPauses().installed() as pauses:
-            await self._fill(batch=64)
+            await self._fill()
             await self.all_done.wait()
         ticker.cancel()
         gc.unfreeze()
         self.stats.sample(0)
-        peak = status_kb("self", "VmHWM") or 0
+        summary = self._summary(pauses)
+        summary["cpu_s"] = round(time.process_time() - cpu, 3)
+        return summary
+
+    def _summary(self, pauses: GcPauses) -> dict[str, Any]:
         summary = build_summary(self.config, self.stats, lateness=True)
-        summary["peak_rss_mb"] = round(peak / 1024, 1)
-        summary["rss_before_mb"] = round(rss_before / 1024, 1)
+        peak = peak_rss_kb()
+        if peak is None and self.rss_peak is not None:
+            peak = self.rss_peak[0]
+        before = self.rss_before
+        summary["peak_rss_mb"] = None if peak is None else round(peak / 1024, 1)
+        summary["rss_before_mb"] = None if before is None else round(before / 1024, 1)
         summary["peak_live"] = self.peak_live
         summary["gc"] = pauses.summary()
         summary["hub_wakeups"] = self.hub.wakeups
-        summary["rss_per_session_kb"] = round((peak - rss_before) / max(self.peak_live, 1), 2)
-        if created:
-            summary["prebuilt"] = {
-                "sessions": created[0],
-                "seconds": round(created[1], 3),
-                "rss_per_session_kb": round((rss_created - rss_before) / max(created[0], 1), 2),
-            }
+        if before is not None and self.rss_peak is not None and self.rss_peak[1]:
+            added, live = self.rss_peak[0] - before, self.rss_peak[1]
+            summary["rss_added_kb"] = added
+            summary["rss_peak_live"] = live
+            summary["rss_per_session_kb"] = round(added / live, 2)
+        else:
+            summary["rss_added_kb"] = summary["rss_peak_live"] = None
+            summary["rss_per_session_kb"] = None
+        if self.workers > 1:
+            summary["worker"] = self.worker
         return summary
-
-    def _prebuild(self) -> tuple[int, float] | None:
-        """With ``prebuild``: every session, created and not started; (count, seconds)."""
-        from simulator.core.session import Session
-
-        if not self.config.prebuild or self.config.sessions is None:
-            return None
-        begin = time.perf_counter()
-        for index in range(self.config.sessions):
-            self.prebuilt.append(
-                Session(
-                    self.chart,
-                    self.scenario,
-                    flags=self.flags,
-                    seed=self.config.seed + index,
-                    speed=self.config.speed,
-                )
-            )
-        return self.config.sessions, time.perf_counter() - begin
 
     def _warm_up(self) -> None:
         """One session in virtual time first, so lazy imports and caches are not
@@ -268,54 +309,72 @@ class InProcess:
     def _live_count(self) -> int:
         return len(self.live)
 
+    def _sample_memory(self) -> None:
+        """RSS and the live count, read together; the highest RSS is kept."""
+        rss = rss_kb()
+        if rss is not None and (self.rss_peak is None or rss > self.rss_peak[0]):
+            self.rss_peak = (rss, len(self.live))
+
     def _wanted(self) -> bool:
         cap = self.config.sessions
-        return not self.stopping and (cap is None or self.stats.started < cap)
+        return not self.stopping and (cap is None or self.next_index < cap)
 
-    async def _fill(self, batch: int) -> None:
-        """Start sessions up to the concurrency, yielding every ``batch`` to the timers;
-        with ``ramp``, the first C are spread evenly over that many seconds."""
-        concurrency = self.config.concurrency
-        assert concurrency is not None
-        ramp, begin = self.config.ramp, self.hub.time()
+    def _scheduled(self, index: int) -> float | None:
+        """When session ``index`` is due on the ramp; None: when a slot frees up."""
+        if index >= self.concurrency:
+            return None
+        return self.origin + index * self.config.ramp / self.concurrency
+
+    async def _fill(self) -> None:
+        """Start the first C sessions on their schedule, for :data:`_TURN` at most
+        between two turns of the loop; then fill what finished meanwhile."""
+        loop = self.hub.loop
         self.filling = True  # _finished leaves the refilling to this loop meanwhile
-        while self._wanted() and len(self.live) < concurrency:
-            for _ in range(batch):
-                if not self._wanted() or len(self.live) >= concurrency:
+        while self._wanted() and self.next_index < self.concurrency:
+            now = loop.time()
+            while loop.time() - now < _TURN:
+                due = self._scheduled(self.next_index)
+                if not self._wanted() or due is None or due > loop.time():
                     break
-                if ramp and self.stats.started * ramp / concurrency > self.hub.time() - begin:
-                    break
-                self._start_one()
-            due = begin + self.stats.started * ramp / concurrency - self.hub.time()
-            await asyncio.sleep(max(0.0, due) if ramp else 0)
+                self._start_one(due)
+            due = self._scheduled(self.next_index) if self._wanted() else None
+            await asyncio.sleep(0 if due is None else max(0.0, due - loop.time()))
+        while self._wanted() and len(self.live) < self.slots:
+            self._start_one(None)
         self.filling = False
+        self._sample_memory()
         self._maybe_all_done()
 
-    def _start_one(self) -> None:
+    def _start_one(self, scheduled: float | None) -> None:
         from simulator.core.session import Session
         from simulator.runners.output import OutputStage
 
-        index = self.stats.started
+        index = self.next_index
+        self.next_index += self.workers
         self.stats.started += 1
         config = self.config
-        if self.prebuilt:
-            session = self.prebuilt.popleft()
-        else:
-            session = Session(
-                self.chart,
-                self.scenario,
-                flags=self.flags,
-                seed=config.seed + index,
-                speed=config.speed,
-            )
-        sink = _Sink(self, index, self.hub.time(), config.timeout)
-        channel = Channel(self.hub, session, OutputStage.for_session(session), sink, owner=index)
+        session = Session(
+            self.chart,
+            self.scenario,
+            flags=self.flags,
+            seed=config.seed + index,
+            speed=config.speed,
+        )
+        now = self.hub.time()
+        if scheduled is None:
+            scheduled = now
+        sink = _Sink(self, index, now, config.timeout)
+        channel = _MeasuredChannel(
+            self.hub, session, OutputStage.for_session(session), sink, owner=index
+        )
         sink.channel = channel
+        sink.scheduled = scheduled
         self.live[index] = sink
         self.order.append(sink)
         self.peak_live = max(self.peak_live, len(self.live))
         channel.done.add_done_callback(lambda future: self._finished(sink, future.result()))
         channel.on_hang = partial(self._hung, sink)
+        self.stats.started_late(self.hub.time() - scheduled)
         channel.start()
 
     def _hung(self, sink: _Sink) -> None:
@@ -350,8 +409,11 @@ class InProcess:
             stats.completed += 1
             outcome = "completed"
         stats.per_session[sink.index] = {
+            "index": sink.index,
             "seed": self.config.seed + sink.index,
+            "scheduled": round(sink.scheduled - stats.started_at, 4),
             "start": round(sink.started - stats.started_at, 4),
+            "late_start_ms": round(max(0.0, sink.started - sink.scheduled) * 1e3, 3),
             "events": sink.events,
             "bytes": sink.bytes,
             "answers": sink.answers,
@@ -360,11 +422,11 @@ class InProcess:
         channel.close()
         sink.channel = None
         if self._wanted() and not self.filling:
-            self._start_one()
+            self._start_one(None)
         self._maybe_all_done()
 
     def _maybe_all_done(self) -> None:
-        if not self.live and not self._wanted():
+        if not self.live and not self._wanted() and not self.filling:
             self.all_done.set()
 
     def stop(self) -> None:
@@ -381,7 +443,8 @@ class InProcess:
         self._maybe_all_done()
 
     def _check(self) -> None:
-        """Every tick: end the sessions past their timeout."""
+        """Every tick: sample the memory, end the sessions past their timeout."""
+        self._sample_memory()
         now = self.hub.time()
         if self.stopping:
             overdue = [s for s in self.live.values() if s.deadline <= now]

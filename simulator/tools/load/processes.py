@@ -4,8 +4,12 @@ Owns: :class:`Processes`, which writes a ``zread`` executable to a temporary fol
 first on PATH (:func:`simulator.hosts.executable.write_zread_executable`), starts the
 processes, answers their gates with a :class:`~simulator.tools.client.ReferenceClient`,
 checks every transcript (each line a JSON object with vm, waiting_for, done and error;
-the last done) and samples each process's peak RSS (``VmHWM``). Lateness is not
-measured in this mode.
+the last done) and samples each process's peak RSS (``VmHWM``, or psutil's RSS).
+
+Lateness comes from the children: each is started with :data:`LATENESS_ENV` naming a
+file of its own, where a ``zread`` that supports it writes, at exit, how late each of its
+timers fired (:func:`read_lateness`: ``{"lateness_s": [seconds, ...]}``). When no child
+wrote one, lateness is "not measured".
 
 Must not: change what a process is asked to do beyond the client's answers, parse
 arguments or write to the terminal (progress goes to a callback).
@@ -25,9 +29,32 @@ from typing import Any
 from simulator.hosts.executable import write_zread_executable
 from simulator.tools.client import ReferenceClient
 from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt
-from simulator.tools.load.stats import Progress, RssSampler, Stats, build_summary, status_kb, tick
+from simulator.tools.load.stats import (
+    Progress,
+    RssSampler,
+    Stats,
+    build_summary,
+    peak_rss_kb,
+    tick,
+)
 
-__all__ = ["Processes"]
+__all__ = ["LATENESS_ENV", "Processes", "read_lateness"]
+
+LATENESS_ENV = "ZREAD_SIM_LATENESS_FILE"
+"""The variable naming the file a child writes its timers' lateness to, at exit."""
+
+
+def read_lateness(path: str) -> list[float] | None:
+    """The lateness samples (seconds) a child wrote to ``path``; None if none are there."""
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    samples = data.get("lateness_s") if isinstance(data, dict) else None
+    if not isinstance(samples, list):
+        return None
+    return [float(v) for v in samples if isinstance(v, int | float) and v == v]
 
 
 class Processes:
@@ -43,6 +70,9 @@ class Processes:
         self.stopping = False
         self.quitting: set[int] = set()
         self.sampler = RssSampler()
+        self.reported = 0
+        """Children that wrote a lateness file."""
+        self.folder = ""
 
     def stop(self) -> None:
         if self.stopping:
@@ -62,6 +92,7 @@ class Processes:
         assert self.config.concurrency is not None
         slots = asyncio.Semaphore(self.config.concurrency)
         with tempfile.TemporaryDirectory(prefix="zread-load-") as folder:
+            self.folder = folder
             write_zread_executable(Path(folder))
             env = dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
             env.setdefault("ZREAD_SIM_FILES", "0")  # a load test writes no zread files
@@ -85,7 +116,8 @@ class Processes:
                 await asyncio.gather(*tasks)
             ticker.cancel()
         self.stats.sample(0)
-        summary = build_summary(self.config, self.stats, lateness=False)
+        summary = build_summary(self.config, self.stats, lateness=self.reported > 0)
+        summary["lateness_reported_by"] = self.reported
         rss = sorted(self.rss_kb)
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         summary["rss_per_process_mb"] = (
@@ -105,7 +137,7 @@ class Processes:
             summary["peak_rss_mb"] = round(children / 1024, 1)  # process before exec
             summary["peak_rss_note"] = "getrusage(RUSAGE_CHILDREN): includes the fork"
 
-        summary["load_tool_peak_rss_mb"] = round((status_kb("self", "VmHWM") or 0) / 1024, 1)
+        summary["load_tool_peak_rss_mb"] = round((peak_rss_kb() or 0) / 1024, 1)
         return summary
 
     async def _one(self, index: int, env: dict[str, str]) -> None:
@@ -115,11 +147,12 @@ class Processes:
         events = size = 0
         problem = ""
         started = self.stats.clock()
+        lateness_file = os.path.join(self.folder, f"lateness-{index}.json")
         try:
             proc = await asyncio.create_subprocess_exec(
                 "zread",
                 *argv,
-                env=env,
+                env=dict(env, **{LATENESS_ENV: lateness_file}),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
@@ -158,6 +191,11 @@ class Processes:
             proc.kill()
             code = await proc.wait()
         self.live.pop(index, None)
+        samples = read_lateness(lateness_file)
+        if samples is not None:
+            self.reported += 1
+            for seconds in samples:
+                self.stats.late(seconds)
         hwm = self.sampler.forget(proc.pid)
         if hwm is not None:
             self.rss_kb.append(hwm)
@@ -175,6 +213,7 @@ class Processes:
             self.stats.completed += 1
             outcome = "completed"
         self.stats.per_session[index] = {
+            "index": index,
             "seed": config.seed + index,
             "start": round(started - self.stats.started_at, 4),
             "events": events,

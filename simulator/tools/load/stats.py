@@ -1,10 +1,19 @@
 """What a load run measures, and the summary it ends with.
 
-Owns: the lateness histogram and its percentiles (:class:`Histogram`), the counters and
-the time series sampled every :data:`TICK` (:class:`Stats`, :func:`tick`), the cyclic
-collector's pauses (:class:`GcPauses`), reading RSS from /proc (:func:`status_kb`,
-:func:`reset_peak_rss`, :class:`RssSampler`), and the summary dict that is printed and
-written as JSON (:func:`build_summary`).
+Owns: the lateness histogram, its percentiles and its exact merge (:class:`Histogram`),
+the counters and the time series sampled every :data:`TICK` (:class:`Stats`,
+:func:`tick`), the cyclic collector's pauses (:class:`GcPauses`), reading RSS
+(:func:`status_kb`, :func:`rss_kb`, :func:`reset_peak_rss`, :class:`RssSampler`), and the
+summary dict that is printed and written as JSON (:func:`build_summary`).
+
+The histogram is this module's own, not HdrHistogram's (``hdrhistogram`` on PyPI): its
+buckets are fixed (2% wide from one microsecond, :data:`Histogram.SCHEME`), so the
+histograms of several workers or hosts merge exactly by adding counts, and its JSON
+form (sparse ``[bucket, count]`` pairs, validated with msgspec, already a dependency)
+is a few hundred bytes. HdrHistogram would add a dependency for the same exactness.
+
+RSS comes from /proc where there is one; else from psutil if it is installed (an
+optional import: psutil is not required); else it is not measured (None).
 
 Must not: start, drive or stop sessions or processes (the runners), nor write to the
 terminal: :func:`tick` hands each point to a ``progress`` callback the caller gives.
@@ -15,11 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:
     from simulator.tools.load.common import LoadConfig
@@ -35,11 +47,22 @@ Progress = Callable[["Stats", dict[str, Any]], None]
 # -- statistics ------------------------------------------------------------------------
 
 
+class HistogramData(msgspec.Struct, forbid_unknown_fields=True):
+    """A :class:`Histogram` as JSON: its scheme, its non-empty buckets, its max."""
+
+    scheme: str
+    buckets: list[tuple[int, int]]
+    """(bucket, count) of each non-empty bucket, in bucket order."""
+    max_s: float
+
+
 class Histogram:
     """Lateness counts in log buckets 2% wide: constant memory for any number of events."""
 
     _SCALE = 1.0 / math.log(1.02)
     SIZE = 1200  # 1.02**1200 microseconds is beyond any run
+    SCHEME = "log1.02-us-1200"
+    """The bucket layout; histograms merge only with the same one."""
 
     def __init__(self) -> None:
         self.counts = [0] * self.SIZE
@@ -51,19 +74,70 @@ class Histogram:
         us = seconds * 1e6
         return 0 if us < 1.0 else min(cls.SIZE - 1, int(math.log(us) * cls._SCALE) + 1)
 
+    def add(self, seconds: float) -> None:
+        self.add_bucket(self.bucket(seconds), seconds)
+
     def add_bucket(self, index: int, seconds: float) -> None:
         self.counts[index] += 1
         self.total += 1
         if seconds > self.max:
             self.max = seconds
 
+    def merge(self, other: Histogram) -> None:
+        """Add ``other``'s counts to these: exact, as the buckets are the same."""
+        for index, count in enumerate(other.counts):
+            if count:
+                self.counts[index] += count
+        self.total += other.total
+        self.max = max(self.max, other.max)
+
     def percentile_ms(self, q: float) -> float:
         """The upper edge of the bucket holding the q-th percentile, capped by the max."""
-        return _percentile_ms(enumerate(self.counts), self.total, q, self.max)
+        return bins_percentile_ms(enumerate(self.counts), self.total, q, self.max)
+
+    def figures(self) -> dict[str, float]:
+        """p50, p95, p99 and max, in milliseconds."""
+        return {
+            "p50": self.percentile_ms(50),
+            "p95": self.percentile_ms(95),
+            "p99": self.percentile_ms(99),
+            "max": round(self.max * 1e3, 3),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        buckets = [[index, count] for index, count in enumerate(self.counts) if count]
+        return {"scheme": self.SCHEME, "buckets": buckets, "max_s": self.max}
+
+    @classmethod
+    def from_json(cls, data: object) -> Histogram:
+        """The histogram :meth:`to_json` wrote; ValueError says what is wrong with it."""
+        try:
+            wire = msgspec.convert(data, HistogramData)
+        except msgspec.ValidationError as error:
+            raise ValueError(f"not a lateness histogram: {error}") from None
+        if wire.scheme != cls.SCHEME:
+            raise ValueError(f"lateness buckets {wire.scheme!r}, not {cls.SCHEME!r}")
+        hist = cls()
+        for index, count in wire.buckets:
+            if not 0 <= index < cls.SIZE or count < 0:
+                raise ValueError(f"no such lateness bucket: [{index}, {count}]")
+            hist.counts[index] += count
+            hist.total += count
+        if not math.isfinite(wire.max_s) or wire.max_s < 0:
+            raise ValueError(f"not a lateness maximum: {wire.max_s!r}")
+        hist.max = wire.max_s
+        return hist
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return (self.counts, self.total, self.max) == (other.counts, other.total, other.max)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-def _percentile_ms(
-    items: Any, total: int, q: float, top: float = math.inf
+def bins_percentile_ms(
+    items: Iterable[tuple[int, int]], total: int, q: float, top: float = math.inf
 ) -> float:  # items: (bucket, count) in bucket order
     if total == 0:
         return 0.0
@@ -78,17 +152,24 @@ def _percentile_ms(
 
 
 class Stats:
-    """Counters shared by both modes, and the time series sampled every :data:`TICK`."""
+    """Counters shared by both modes, and the time series sampled every :data:`TICK`.
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    Lateness has two kinds of sample: how late a session started against its scheduled
+    start (:meth:`started_late`, the lateness of its first event) and how late each
+    timer fired against its deadline (:meth:`late`); both go to one histogram.
+    """
+
+    def __init__(self, clock: Callable[[], float], origin: float | None = None) -> None:
         self.clock = clock
-        self.started_at = clock()
+        self.started_at = clock() if origin is None else origin
         self.events = 0
         self.bytes = 0
         self.started = 0
         self.completed = 0
         self.interrupted = 0
         self.errors = 0
+        self.timer_events = 0
+        self.starts = 0
         self.messages: list[str] = []
         self.lateness = Histogram()
         self.bin: dict[int, int] = {}
@@ -106,6 +187,16 @@ class Stats:
             self.messages.append(f"session {index}: {message}")
 
     def late(self, seconds: float) -> None:
+        """A timer fired ``seconds`` after its deadline."""
+        self.timer_events += 1
+        self._sample(seconds)
+
+    def started_late(self, seconds: float) -> None:
+        """A session started (wrote its first event) ``seconds`` after its schedule."""
+        self.starts += 1
+        self._sample(max(0.0, seconds))
+
+    def _sample(self, seconds: float) -> None:
         index = Histogram.bucket(seconds)
         self.lateness.add_bucket(index, seconds)
         self.bin[index] = self.bin.get(index, 0) + 1
@@ -117,6 +208,7 @@ class Stats:
         span = max(now - then, 1e-9)
         window, self.bin = self.bin, {}
         total = sum(window.values())
+        bins = sorted(window.items())
         point = {
             "t": round(now - self.started_at, 3),
             "events": self.events - events,
@@ -124,7 +216,8 @@ class Stats:
             "sessions_done": self.finished - finished,
             "done_total": self.finished,
             "live": live,
-            "p99_ms": _percentile_ms(sorted(window.items()), total, 99) if total else None,
+            "p99_ms": bins_percentile_ms(bins, total, 99) if total else None,
+            "late_bins": [list(item) for item in bins],
         }
         self.series.append(point)
         self._last = (now, self.events, self.finished)
@@ -168,10 +261,14 @@ class GcPauses:
 # -- memory ----------------------------------------------------------------------------
 
 
-def status_kb(pid: int | str, key: str) -> int | None:
+PROC = "/proc"
+"""Where the process status files are (a test points it elsewhere to have none)."""
+
+
+def status_kb(pid: int | str, key: str, proc: str = PROC) -> int | None:
     """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), or None if unreadable."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
+        with open(f"{proc}/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(key.encode() + b":"):
                     return int(line.split()[1])
@@ -180,23 +277,53 @@ def status_kb(pid: int | str, key: str) -> int | None:
     return None
 
 
+def _psutil() -> Any:
+    """The psutil module, or None: it is optional."""
+    try:
+        return importlib.import_module("psutil")
+    except ImportError:
+        return None
+
+
+def rss_kb(pid: int | str = "self", proc: str = PROC) -> int | None:
+    """The resident set of ``pid`` in kB: from /proc, else psutil, else None."""
+    value = status_kb(pid, "VmRSS", proc)
+    if value is not None:
+        return value
+    psutil = _psutil()
+    if psutil is None:
+        return None
+    try:
+        process = psutil.Process() if pid == "self" else psutil.Process(int(pid))
+        return int(process.memory_info().rss) // 1024
+    except (psutil.Error, ValueError):
+        return None
+
+
+def peak_rss_kb(pid: int | str = "self", proc: str = PROC) -> int | None:
+    """The peak resident set (VmHWM) of ``pid`` in kB, from /proc only, else None."""
+    return status_kb(pid, "VmHWM", proc)
+
+
 def reset_peak_rss() -> None:
     """Start this process's VmHWM afresh (Linux: ``5`` into clear_refs); best effort."""
-    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+    with contextlib.suppress(OSError), open(f"{PROC}/self/clear_refs", "w") as f:
         f.write("5")
 
 
 class RssSampler:
-    """Reads VmHWM of the processes it watches every :attr:`period` seconds, on a thread.
+    """Reads the peak RSS of the processes it watches every :attr:`period` s, on a thread.
 
     A thread, because the loop can be busy (spawning is synchronous) while a short
     process writes its last event and exits. VmHWM only grows within one program, so
-    the latest sample is kept (one taken before ``exec`` would be the parent's).
+    the latest sample is kept (one taken before ``exec`` would be the parent's). Without
+    /proc, the largest RSS psutil read is kept instead (a peak seen, not the kernel's).
     """
 
     period = 0.05
 
-    def __init__(self) -> None:
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
         self._latest: dict[int, int | None] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -215,10 +342,16 @@ class RssSampler:
             with self._lock:
                 pids = list(self._latest)
             for pid in pids:
-                value = status_kb(pid, "VmHWM")
+                value = peak_rss_kb(pid, self.proc)
+                seen = False
+                if value is None:
+                    value, seen = rss_kb(pid, self.proc), True
                 if value is not None:
                     with self._lock:
                         if pid in self._latest:
+                            last = self._latest[pid]
+                            if seen and last is not None:
+                                value = max(value, last)
                             self._latest[pid] = value
 
     @contextlib.contextmanager
@@ -241,9 +374,18 @@ async def tick(
     check: Callable[[], None] | None,
     progress: Progress | None,
 ) -> None:
-    """Every :data:`TICK`: a point of the time series, then ``check``, then ``progress``."""
+    """Every :data:`TICK`: a point of the time series, then ``check``, then ``progress``.
+
+    The points fall on a grid from ``stats.started_at`` (not one sleep after the other,
+    which drifts), so the series of workers that share an origin line up point by point.
+    """
+    count = 0
     while True:
-        await asyncio.sleep(TICK)
+        count += 1
+        await asyncio.sleep(max(0.0, stats.started_at + count * TICK - stats.clock()))
+        # A loop too busy to wake in time skips the grid points it missed: one point a
+        # slot, t in [count * TICK, (count + 1) * TICK).
+        count = max(count, int((stats.clock() - stats.started_at) / TICK))
         point = stats.sample(live())
         if check is not None:
             check()
@@ -256,9 +398,12 @@ async def tick(
 
 def build_summary(config: LoadConfig, stats: Stats, *, lateness: bool) -> dict[str, Any]:
     """The summary both modes share; each runner adds its own memory figures."""
+    import socket
+
     seconds = max(stats.clock() - stats.started_at, 1e-9)
     hist = stats.lateness
     return {
+        "host": socket.gethostname(),
         "command": config.command,
         "args": config.args,
         "mode": config.mode,
@@ -277,15 +422,15 @@ def build_summary(config: LoadConfig, stats: Stats, *, lateness: bool) -> dict[s
         "bytes": stats.bytes,
         "seconds": round(seconds, 3),
         "events_per_s": round(stats.events / seconds, 1),
-        "lateness_ms": {
-            "p50": hist.percentile_ms(50),
-            "p95": hist.percentile_ms(95),
-            "p99": hist.percentile_ms(99),
-            "max": round(hist.max * 1e3, 3),
-            "timer_events": hist.total,
-        }
+        "lateness_ms": lateness_figures(hist, stats.timer_events, stats.starts)
         if lateness
         else None,
+        "lateness_histogram": hist.to_json() if lateness else None,
         "series": stats.series,
         "per_session": [stats.per_session[i] for i in sorted(stats.per_session)],
     }
+
+
+def lateness_figures(hist: Histogram, timer_events: int, starts: int) -> dict[str, Any]:
+    """The ``lateness_ms`` of a summary: percentiles, the max, and what was counted."""
+    return {**hist.figures(), "samples": hist.total, "timer_events": timer_events, "starts": starts}

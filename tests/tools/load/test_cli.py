@@ -28,7 +28,8 @@ BAD = [
     (["generate", "--sessions", "2", "--duration", "0"], "number > 0"),
     (["generate", "--duration", "1"], "--concurrency"),
     (["generate", "--sessions", "1", "--scenario", "no-such-scenario"], "no-such-scenario"),
-    (["generate", "--sessions", "1", "--plot", "out.gif"], ".svg or .png"),
+    (["generate", "--sessions", "1", "--plot", "out.png"], "a plot is .svg"),
+    (["generate", "--sessions", "1", "--workers", "0"], "integer >= 1"),
     (["generate", "--sessions", "1", "--json", "/no/such/dir/x.json"], "no such directory"),
     (["generate", "--sessions", "1", "--mode", "thread"], "thread"),
     (["generate", "--sessions", "1", "--", "--bogus"], "--bogus"),
@@ -58,7 +59,22 @@ def test_progress_is_one_redrawn_line_on_stderr(capsys: pytest.CaptureFixture[st
     assert code == 0
     err = capsys.readouterr().err
     assert err.startswith("\r") and err.endswith("\n") and err.count("\n") == 1
-    assert "sessions done" in err and "events/s" in err
+    assert "sessions done" in err and "events/s" in err and "live" in err
+
+
+def test_progress_counts_sessions_against_their_total(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["generate", "--sessions", "4", "--workers", "2", "--speed", "0.3", "--progress"]
+    assert main([*argv, "--", "-y"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "/4 [" in err and "100%" in err
+
+
+def test_without_a_terminal_there_is_no_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    # Under pytest stderr is no terminal: nothing but the table is written.
+    code = main(["generate", "--concurrency", "2", "--duration", "0.7", "--workers", "1"])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.startswith("run ")
 
 
 # -- arguments ----------------------------------------------------------------------------
@@ -71,6 +87,7 @@ def test_zread_flags_come_from_arg_from_among_the_options_and_after_the_dashes()
     assert (config.command, config.sessions, config.concurrency) == ("generate", 3, 3)
     assert (json_path, plot_path) == (None, None)
     assert not config.progress  # stderr is no terminal here
+    assert config.workers is None  # one per core, when it runs
 
 
 def test_every_option_reaches_the_config(tmp_path: Path) -> None:
@@ -86,8 +103,8 @@ def test_every_option_reaches_the_config(tmp_path: Path) -> None:
             "--speed=0.25",
             "--mode=process",
             "--timeout=9",
-            "--prebuild",
             "--ramp=0.5",
+            "--workers=3",
             "--progress",
             f"--json={json_path}",
             f"--plot={plot_path}",
@@ -107,8 +124,8 @@ def test_every_option_reaches_the_config(tmp_path: Path) -> None:
         mode="process",
         timeout=9.0,
         progress=True,
-        prebuild=True,
         ramp=0.5,
+        workers=3,
     )
     assert paths == [json_path, plot_path]
 
@@ -180,9 +197,17 @@ def summary_of(**changes: Any) -> dict[str, Any]:
         "seconds": 2.5,
         "events_per_s": 4938.0,
         "bytes": 3_500_000,
-        "lateness_ms": {"p50": 0.5, "p95": 1.25, "p99": 2.0, "max": 3.5, "timer_events": 9876},
+        "lateness_ms": {
+            "p50": 0.5,
+            "p95": 1.25,
+            "p99": 2.0,
+            "max": 3.5,
+            "timer_events": 9876,
+            "starts": 10,
+        },
         "peak_rss_mb": 40.0,
         "rss_per_session_kb": 12.5,
+        "rss_peak_live": 3,
         "peak_live": 4,
         "error_messages": ["session 3: exit code 3"],
     }
@@ -195,10 +220,39 @@ def test_the_table_of_an_in_process_run() -> None:
         "run       generate -y, scenario default, speed 0.5, in-process",
         "sessions  10 (completed 8, interrupted 1, errors 1), concurrency 4",
         "events    12,345 in 2.50 s = 4,938 events/s (3.5 MB)",
-        "lateness  p50 0.50 ms  p95 1.25 ms  p99 2.00 ms  max 3.50 ms (9,876 timer events)",
-        "memory    peak RSS 40.0 MB, 12.5 KB per session (4 live at most)",
+        "lateness  p50 0.50 ms  p95 1.25 ms  p99 2.00 ms  max 3.50 ms (9,876 timer events, "
+        "10 starts against their schedule)",
+        "memory    peak RSS 40.0 MB, 12.5 KB per live session (3 live at the RSS peak); "
+        "4 live at once at most",
         "error     session 3: exit code 3",
     ]
+
+
+def test_the_table_says_what_was_not_measured() -> None:
+    table = format_summary(summary_of(peak_rss_mb=None, rss_per_session_kb=None))
+    assert "peak RSS not measured, memory per session not measured; 4 live" in table
+
+
+def test_the_table_of_workers_has_a_row_for_each() -> None:
+    late = {"p50": 0.5, "p95": 1.0, "p99": 2.0, "max": 3.0}
+    rows = [
+        {
+            "name": f"worker {w}",
+            "sessions": 5,
+            "errors": 0,
+            "events_per_s": 100.0,
+            "lateness_ms": late,
+            "peak_live": 2,
+            "rss_per_session_kb": 10.0,
+        }
+        for w in (0, 1)
+    ]
+    lines = format_summary(summary_of(workers=2, parts=rows, peak_live_sum=4)).splitlines()
+    assert lines[0].endswith("in-process, 2 workers")
+    assert lines[-3] == (
+        "worker 0  5 sessions (errors 0), 100 events/s, lateness p50 0.50 ms  p95 1.00 ms  "
+        "p99 2.00 ms  max 3.00 ms, 2 live at most, 10.0 KB per live session"
+    )
 
 
 def test_the_table_of_a_process_run() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -30,11 +31,22 @@ def test_a_load_config_has_the_command_line_defaults() -> None:
     assert config.args == [] and config.sessions is None and config.concurrency is None
     assert config.duration is None and config.scenario == "default" and config.seed == 0
     assert config.speed == 1.0 and config.mode == "inprocess" and config.timeout == 600.0
-    assert not config.progress and not config.prebuild and config.ramp == 0.0
+    assert not config.progress and config.ramp == 0.0 and config.workers is None
     # Each config has a list of its own.
     other = LoadConfig(command="generate")
     config.args.append("-y")
     assert other.args == []
+
+
+def test_the_worker_count_is_one_per_core_at_most_one_per_session_at_once() -> None:
+    cores = os.cpu_count() or 1
+    assert LoadConfig(command="generate", sessions=1000).worker_count() == min(cores, 1000)
+    assert LoadConfig(command="generate", sessions=1000, workers=3).worker_count() == 3
+    assert LoadConfig(command="generate", sessions=2, workers=8).worker_count() == 2
+    assert LoadConfig(command="generate", sessions=9, concurrency=1, workers=4).worker_count() == 1
+    assert LoadConfig(command="generate", concurrency=5, workers=2).worker_count() == 2
+    process = LoadConfig(command="generate", sessions=9, workers=4, mode="process")
+    assert process.worker_count() == 1  # processes are their own workers
 
 
 def test_a_load_error_is_an_ordinary_exception_with_its_message() -> None:

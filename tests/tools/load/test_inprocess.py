@@ -8,13 +8,16 @@ never against a bound.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from simulator.scenario import load_scenario
-from simulator.tools.load import LoadConfig, main, run
+from simulator.tools.load import Histogram, LoadConfig, main, run
 from simulator.tools.load.inprocess import InProcess
 
 from .helpers import assert_sane_lateness, load, virtual_transcript
@@ -149,13 +152,56 @@ def test_a_session_that_stalls_times_out(tmp_path: Path) -> None:
     assert [s["events"] for s in summary["per_session"]] == [1, 1]
 
 
-def test_prebuilt_sessions_are_measured_before_the_clock_starts() -> None:
-    config = LoadConfig(command="generate", args=["-y"], sessions=20, speed=0.02, prebuild=True)
-    summary = run(config)
-    assert summary["completed"] == 20
-    assert summary["prebuilt"]["sessions"] == 20
-    assert summary["prebuilt"]["rss_per_session_kb"] >= 0
-    assert [s["seed"] for s in summary["per_session"]] == list(range(20))
+def late_samples_from(summary: dict[str, Any], seconds: float) -> int:
+    """How many lateness samples of ``summary`` are ``seconds`` late or more."""
+    hist = Histogram.from_json(summary["lateness_histogram"])
+    return sum(hist.counts[Histogram.bucket(seconds) :])
+
+
+def test_a_session_that_starts_late_counts_its_delay() -> None:
+    # The schedule began a second ago: every session starts at least a second late,
+    # and that delay is its first lateness sample.
+    config = LoadConfig(command="generate", args=["-y"], sessions=3, speed=0.05, workers=1)
+    runner = InProcess(config, load_scenario("default"), None)
+    summary = asyncio.run(runner.run(origin=time.monotonic() - 1.0))
+    assert summary["completed"] == 3
+    assert all(s["late_start_ms"] >= 1000 for s in summary["per_session"])
+    assert all(s["scheduled"] == 0 for s in summary["per_session"])
+    late = summary["lateness_ms"]
+    assert late["starts"] == 3 and late["samples"] == late["starts"] + late["timer_events"]
+    assert late["max"] >= 1000
+    assert late_samples_from(summary, 1.0) >= 3
+
+
+def test_sessions_are_created_when_due_on_the_ramp() -> None:
+    config = LoadConfig(command="version", sessions=4, speed=0.0, ramp=2.0, workers=1)
+    runner = InProcess(config, load_scenario("default"), None)
+    seen: list[int] = []
+
+    async def run() -> dict[str, Any]:
+        task = asyncio.create_task(runner.run())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        seen.append(runner.stats.started)  # session 1 is due half a second later
+        return await task
+
+    summary = asyncio.run(run())
+    assert seen == [1]
+    assert [s["scheduled"] for s in summary["per_session"]] == [0.0, 0.5, 1.0, 1.5]
+    for session in summary["per_session"]:
+        assert session["start"] >= session["scheduled"]
+        lateness = max(0.0, session["start"] - session["scheduled"]) * 1e3
+        assert session["late_start_ms"] == pytest.approx(lateness, abs=0.1)
+
+
+def test_memory_is_per_session_live_at_the_rss_peak() -> None:
+    summary = run(LoadConfig(command="generate", args=["-y"], sessions=30, speed=0.05, workers=1))
+    assert summary["workers"] == 1
+    assert 0 < summary["rss_peak_live"] <= summary["peak_live"] == 30
+    assert summary["rss_per_session_kb"] == round(
+        summary["rss_added_kb"] / summary["rss_peak_live"], 2
+    )
+    assert summary["peak_rss_mb"] >= summary["rss_before_mb"] > 0
 
 
 def test_the_hub_reports_its_wake_ups() -> None:
@@ -188,7 +234,10 @@ def test_a_ramp_spreads_the_first_starts(tmp_path: Path) -> None:
     assert starts[0] < 0.1
     # Session i of the first three starts no earlier than i * 0.4 / 3 seconds.
     assert starts[1] >= 0.4 / 3 and starts[2] >= 2 * 0.4 / 3
-    assert starts == sorted(starts)
+    scheduled = [s["scheduled"] for s in summary["per_session"]]
+    assert scheduled[:3] == [round(i * 0.4 / 3, 4) for i in range(3)]
+    # The other three take a slot when it frees up: scheduled then, not on the ramp.
+    assert all(s["start"] >= s["scheduled"] for s in summary["per_session"])
 
 
 # -- what counts as a gate, and broken transports -----------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from simulator.tools.load import LoadConfig
-from simulator.tools.load.processes import Processes, _check_line
+from simulator.tools.load.processes import LATENESS_ENV, Processes, _check_line, read_lateness
 
 from .helpers import load, virtual_transcript
 
@@ -46,7 +46,8 @@ def test_processes_write_valid_transcripts_and_report_their_rss(tmp_path: Path) 
     )
     assert code == 0
     assert summary["completed"] == 5 and summary["errors"] == 0
-    assert summary["lateness_ms"] is None
+    # No child of this zread writes a lateness file (yet): not measured, and said so.
+    assert summary["lateness_ms"] is None and summary["lateness_reported_by"] == 0
     rss = summary["rss_per_process_mb"]
     assert rss["sampled"] == 5 and rss["max"] >= rss["median"] >= rss["min"] > 0
     for session in summary["per_session"]:
@@ -120,6 +121,24 @@ def test_the_duration_ends_the_processes_and_counts_them_interrupted() -> None:
     assert summary["sessions"] == summary["interrupted"] == 2
     assert summary["errors"] == summary["completed"] == 0
     assert summary["seconds"] < 5
+
+
+# -- lateness from the children ----------------------------------------------------------
+
+
+def test_a_childs_lateness_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "lateness-0.json"
+    path.write_text(json.dumps({"lateness_s": [0.001, 0, 2.5]}))
+    assert read_lateness(str(path)) == [0.001, 0.0, 2.5]
+    assert LATENESS_ENV == "ZREAD_SIM_LATENESS_FILE"
+
+
+@pytest.mark.parametrize("text", [None, "not json", "[1]", '{"lateness_s": 3}'])
+def test_no_usable_lateness_file_is_none(tmp_path: Path, text: str | None) -> None:
+    path = tmp_path / "lateness-0.json"
+    if text is not None:
+        path.write_text(text)
+    assert read_lateness(str(path)) is None
 
 
 # -- checking one line --------------------------------------------------------------------

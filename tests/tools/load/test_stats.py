@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import subprocess
 import sys
 import time
@@ -26,7 +27,13 @@ from simulator.tools.load import (
     Stats,
     status_kb,
 )
-from simulator.tools.load.stats import build_summary, reset_peak_rss, tick
+from simulator.tools.load.stats import (
+    build_summary,
+    peak_rss_kb,
+    reset_peak_rss,
+    rss_kb,
+    tick,
+)
 
 
 class Clock:
@@ -103,6 +110,41 @@ def test_a_punctual_timer_is_zero_late() -> None:
     assert hist.percentile_ms(99) == 0.0 and hist.max == 0.0
 
 
+def test_merged_histograms_equal_the_histogram_of_all_samples() -> None:
+    a = [0.0, 1e-6, 0.0004, 0.003, 0.003, 0.25]
+    b = [0.00005, 0.003, 0.8, 12.0]
+    merged = histogram(*a)
+    merged.merge(histogram(*b))
+    assert merged == histogram(*a, *b)
+    assert merged.total == 10 and merged.max == 12.0
+
+
+def test_a_histogram_goes_through_json_unchanged() -> None:
+    hist = histogram(0.001, 0.001, 0.02, 3.0)
+    data = json.loads(json.dumps(hist.to_json()))
+    assert data["scheme"] == Histogram.SCHEME
+    assert sum(count for _, count in data["buckets"]) == 4  # sparse: non-empty buckets
+    assert Histogram.from_json(data) == hist
+    assert Histogram.from_json(Histogram().to_json()) == Histogram()
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ([1, 2], "not a lateness histogram"),
+        ({"scheme": "log1.02-us-1200", "buckets": [[1, 1]]}, "max_s"),
+        ({"scheme": "hdr", "buckets": [], "max_s": 0.0}, "lateness buckets 'hdr'"),
+        ({"scheme": "log1.02-us-1200", "buckets": [[5000, 1]], "max_s": 0}, "no such"),
+        ({"scheme": "log1.02-us-1200", "buckets": [[3, -1]], "max_s": 0}, "no such"),
+        ({"scheme": "log1.02-us-1200", "buckets": [["x", 1]], "max_s": 0}, "Expected `int`"),
+        ({"scheme": "log1.02-us-1200", "buckets": [], "max_s": -1.0}, "not a lateness max"),
+    ],
+)
+def test_a_bad_histogram_is_refused(data: object, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        Histogram.from_json(data)
+
+
 # -- counters and the time series ---------------------------------------------------------
 
 
@@ -136,6 +178,7 @@ def test_a_sample_closes_one_point_of_the_series() -> None:
     assert first["sessions_done"] == 2 == first["done_total"]
     assert first["live"] == 7
     assert 4.0 <= first["p99_ms"] <= 4.08  # this window's p99: the upper edge of 4 ms
+    assert first["late_bins"] == [[Histogram.bucket(v), 1] for v in (0.001, 0.002, 0.004)]
     # The next point counts only what happened since, and has no lateness without timers.
     clock.now = 11.5
     stats.events += 30
@@ -144,7 +187,7 @@ def test_a_sample_closes_one_point_of_the_series() -> None:
     assert second["t"] == 1.5
     assert (second["events"], second["events_per_s"]) == (30, 30.0)
     assert (second["sessions_done"], second["done_total"]) == (1, 3)
-    assert second["p99_ms"] is None
+    assert second["p99_ms"] is None and second["late_bins"] == []
     assert stats.series == [first, second]
     assert stats.lateness.total == 3  # the run's histogram keeps every window
 
@@ -180,6 +223,30 @@ def test_tick_runs_without_check_or_progress() -> None:
     assert len(asyncio.run(run()).series) == 1
 
 
+def test_a_late_start_and_a_late_timer_share_the_histogram() -> None:
+    stats = Stats(Clock(), origin=90.0)
+    assert stats.started_at == 90.0  # the schedule's origin, not the clock's reading
+    stats.started_late(1.5)
+    stats.started_late(-0.001)  # early is punctual
+    stats.late(0.002)
+    assert (stats.starts, stats.timer_events, stats.lateness.total) == (2, 1, 3)
+    assert stats.lateness.max == 1.5 and stats.lateness.counts[0] == 1
+
+
+def test_tick_points_fall_on_a_grid_from_the_origin() -> None:
+    async def run() -> Stats:
+        loop = asyncio.get_running_loop()
+        stats = Stats(loop.time, origin=loop.time() - 0.3 * TICK)
+        task = asyncio.create_task(tick(stats, lambda: 0, None, None))
+        while not stats.series:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        return stats
+
+    stats = asyncio.run(run())
+    assert stats.series[0]["t"] == pytest.approx(TICK, abs=0.1)
+
+
 # -- the collector's pauses ---------------------------------------------------------------
 
 
@@ -210,6 +277,23 @@ def test_status_kb_reads_this_process() -> None:
     assert peak is not None and peak >= rss
     assert status_kb("self", "NoSuchField") is None
     assert status_kb(2**22 + 1, "VmRSS") is None  # beyond Linux's largest pid
+
+
+def test_rss_without_proc_comes_from_psutil(tmp_path: Any) -> None:
+    nowhere = str(tmp_path / "no-proc")
+    assert status_kb("self", "VmRSS", nowhere) is None
+    assert peak_rss_kb("self", nowhere) is None
+    rss = rss_kb("self", nowhere)  # psutil is installed with the test extras
+    assert rss is not None and rss > 1000
+    assert rss_kb(2**22 + 1, nowhere) is None  # no such process
+
+
+def test_rss_without_proc_or_psutil_is_not_measured(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psutil", None)  # what `import psutil` finds missing
+    assert rss_kb("self", str(tmp_path / "no-proc")) is None
+    assert rss_kb("self") == status_kb("self", "VmRSS")  # /proc needs no psutil
 
 
 def test_reset_peak_rss_starts_the_peak_afresh() -> None:
@@ -267,6 +351,9 @@ def test_the_summary_reports_the_config_and_the_counters() -> None:
     assert summary["events_per_s"] == 20.0
     assert [s["seed"] for s in summary["per_session"]] == [9, 10]  # by session index
     late = summary["lateness_ms"]
-    assert late["timer_events"] == 1 and late["max"] == 2.0
+    assert late["timer_events"] == 1 and late["max"] == 2.0 and late["starts"] == 0
+    assert Histogram.from_json(summary["lateness_histogram"]) == stats.lateness
+    assert summary["host"]
     assert late["p50"] == late["p95"] == late["p99"] == 2.0  # capped by the max
-    assert build_summary(config, stats, lateness=False)["lateness_ms"] is None
+    without = build_summary(config, stats, lateness=False)
+    assert without["lateness_ms"] is None and without["lateness_histogram"] is None
