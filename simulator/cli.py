@@ -553,10 +553,16 @@ def _run_session(
         frame=args.frame,
         control=args.control,
         journal=journal,
+        lateness_file=environ.get(LATENESS_FILE, ""),
     )
     if journal is not None:
         journal.start(args.invocation, os.getcwd(), args.command)
     return runner.run()
+
+
+LATENESS_FILE = "ZREAD_SIM_LATENESS_FILE"
+"""Set by ``load``'s process mode for each child: the file the child writes how late
+each of its timers fired (``simulator.tools.load.processes.read_lateness``)."""
 
 
 def _dispatch(

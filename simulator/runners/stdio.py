@@ -108,9 +108,12 @@ class ProcessRunner:
         frame: bool = False,
         control: str = "",
         journal: JournalWriter | None = None,
+        lateness_file: str = "",
     ) -> None:
         self.session = session
         self._journal = journal
+        self._lateness_file = lateness_file
+        """Where to write, at the end, how late each timer fired (``load``'s children)."""
         """``--journal``: what happens is appended there (LiveSession writes it)."""
         self._in_fd = stdin.fileno()
         self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd)
@@ -145,12 +148,17 @@ class ProcessRunner:
             self.session, self._stage, self._endpoint, clock=self._clock, host=self._host
         )
         live.journal = self._journal
+        lateness: list[float] = []
+        if self._lateness_file:
+            live.on_fire = lambda _, late: lateness.append(late)
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)
             return self._hang() if live.hung else live.code or 0
         finally:
             live.close()
+            if self._lateness_file:
+                _write_lateness(self._lateness_file, lateness)
 
     def _loop(self, live: LiveSession, wakeup: int | None) -> None:
         # poll, not epoll: epoll refuses regular files, and stdin may be one.
@@ -236,3 +244,12 @@ class ProcessRunner:
                 signal.set_wakeup_fd(old_fd)
             os.close(read_end)
             os.close(write_end)
+
+
+def _write_lateness(path: str, samples: list[float]) -> None:
+    """``{"lateness_s": [...]}`` into ``path``; a file that cannot be written is left
+    unwritten (the load test then says lateness was not measured)."""
+    import json
+
+    with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as file:
+        json.dump({"lateness_s": samples}, file)

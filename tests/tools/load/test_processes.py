@@ -46,8 +46,10 @@ def test_processes_write_valid_transcripts_and_report_their_rss(tmp_path: Path) 
     )
     assert code == 0
     assert summary["completed"] == 5 and summary["errors"] == 0
-    # No child of this zread writes a lateness file (yet): not measured, and said so.
-    assert summary["lateness_ms"] is None and summary["lateness_reported_by"] == 0
+    # Every child writes how late its timers fired; the summary merges them.
+    assert summary["lateness_reported_by"] == 5
+    late = summary["lateness_ms"]
+    assert late is not None and 0 <= late["p50"] <= late["p99"] <= late["max"]
     rss = summary["rss_per_process_mb"]
     assert rss["sampled"] == 5 and rss["max"] >= rss["median"] >= rss["min"] > 0
     for session in summary["per_session"]:
@@ -165,3 +167,9 @@ def test_a_bad_line_is_named(data: bytes, last: dict[str, Any] | None, says: str
     assert event is None
     assert problem.startswith(says)
     assert repr(data[:80]) in problem
+
+
+def test_the_variable_is_the_one_the_command_line_reads() -> None:
+    from simulator.cli import LATENESS_FILE
+
+    assert LATENESS_ENV == LATENESS_FILE
