@@ -319,6 +319,7 @@ class GenerateModel(Driver):
             catalog.status, catalog.error = "done", ""
             self._make_tasks(resumed=0)
             self.rt.effect(CatalogReady(self.pages, self.language))
+            self.pages = ()  # the tasks say the rest: one catalog per session, not two
             return
         catalog.error = failure.error or "catalog: the model returned an invalid catalog"
         self.catalog_round_failures += 1
@@ -337,6 +338,7 @@ class GenerateModel(Driver):
         self.vm.catalog.status = "resumed"
         self._make_tasks(resumed=self.draft_done)
         self.rt.effect(CatalogReady(self.pages, self.language, resumed=True))
+        self.pages = ()  # the tasks say the rest
 
     def _make_tasks(self, resumed: int) -> None:
         tasks = [Task(p.id, p.title, p.slug, max_retries=self.max_retries) for p in self.pages]

@@ -40,8 +40,9 @@ import random
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from simulator.scenario.world import LEVELS, PageSpec
 
@@ -148,8 +149,7 @@ _SECTIONS: tuple[tuple[tuple[str, str], ...], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(msgspec.Struct, frozen=True, gc=False):  # strings and ints: no cycles
     """One catalog entry: a page of the wiki, as wiki.json lists it.
 
     ``id`` is the 1-based catalog order (the ``n`` of the slug), ``group`` is ``""``
@@ -165,8 +165,7 @@ class Page:
     level: str = "Beginner"
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
+class Version(msgspec.Struct, frozen=True, gc=False):
     """A wiki version as browse lists it."""
 
     id: str
