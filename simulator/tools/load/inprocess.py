@@ -381,7 +381,13 @@ class InProcess:
         self.live[index] = sink
         self.order.append(sink)
         self.peak_live = max(self.peak_live, len(self.live))
-        channel.done.add_done_callback(lambda future: self._finished(sink, future.result()))
+        # Told later, as a future's callback would be, but with no future per channel.
+        call_soon = self.hub.loop.call_soon
+
+        def finished(code: int) -> None:
+            call_soon(self._finished, sink, code)
+
+        channel.on_finish = finished
         channel.on_hang = partial(self._hung, sink)
         self.stats.started_late(self.hub.time() - scheduled)
         channel.start()
