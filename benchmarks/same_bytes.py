@@ -1,10 +1,12 @@
 """Do two trees write the same bytes? Every command, built-in scenario and seed, compared.
 
-Runs ``python -m simulator COMMAND [FLAGS] --stdio --speed 0 --scenario S --seed N`` in
-each tree (its folder first on ``sys.path``), answers every gate with the tree's own
-reference client, and compares a digest of all it wrote (the browse server's port,
-which the OS picks, masked). For a change that must not change behaviour: check out
-the old commit beside this one (``git worktree add ../before HEAD~1``) and run
+Runs ``python -m simulator COMMAND [FLAGS] --stdio --speed 0 --scenario S --seed N
+--no-files`` in each tree (its folder first on ``sys.path``; with no files every run
+starts from its scenario's world, and nothing one run saves changes the next), answers
+every gate with the tree's own reference client, and compares a digest of all it
+wrote (the browse server's port, which the OS picks, masked). For a change that must
+not change behaviour: check out the old commit beside this one (``git worktree add
+../before HEAD~1``) and run
 
     python benchmarks/same_bytes.py ../before . [--seeds 2]
 
@@ -41,7 +43,7 @@ try:
 except ImportError:
     from simulator.client import ReferenceClient
 argv = [sys.executable, "-m", "simulator", command, *flags, "--stdio", "--speed", "0",
-        "--scenario", scenario, "--seed", seed]
+        "--scenario", scenario, "--seed", seed, "--no-files"]
 child = subprocess.Popen(argv, cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
 client, out, pending = ReferenceClient(), b"", b""

@@ -200,7 +200,7 @@ class GenerateModel(Driver):
         self.max_retries: int = world.config.max_retries
         self.vm.max_retries = self.max_retries
         self.language = wiki.wiki_language(world.config.language)
-        self.pages = wiki.world_catalog(world, rt.seed)
+        self._pages: tuple[wiki.Page, ...] | None = None  # drawn when first needed
         draft = world.draft
         ignored = draft is not None and rt.flags.yes and not rt.flags.draft_action
         if ignored:
@@ -218,7 +218,7 @@ class GenerateModel(Driver):
         self.catalog_attempts = 0
         self.repository_checked = False
         self.repository_error = ""  # set when the repository check failed: the run ends
-        self.attempts = [0] * (len(self.pages) + 1)  # by task id; a list is ~5x smaller
+        self.attempts: list[int] = []  # by task id, made with the tasks
         # Page accounting kept incrementally, so an event costs O(1) in the page count:
         self.waiting: list[int] = []  # heap of task ids that want a slot, lowest first
         self.running = 0
@@ -340,8 +340,22 @@ class GenerateModel(Driver):
         self.rt.effect(CatalogReady(self.pages, self.language, resumed=True))
         self.pages = ()  # the tasks say the rest
 
+    @property
+    def pages(self) -> tuple[wiki.Page, ...]:
+        """The catalog's pages, drawn from the seed when first asked for (when the
+        catalog is made, or at start for a draft): a session that starts costs half as
+        much, which is what many starting at once are short of."""
+        if self._pages is None:
+            self._pages = wiki.world_catalog(self.rt.scenario.world, self.rt.seed)
+        return self._pages
+
+    @pages.setter
+    def pages(self, pages: tuple[wiki.Page, ...]) -> None:
+        self._pages = pages
+
     def _make_tasks(self, resumed: int) -> None:
         tasks = [Task(p.id, p.title, p.slug, max_retries=self.max_retries) for p in self.pages]
+        self.attempts = [0] * (len(tasks) + 1)  # by task id; a list is ~5x smaller
         finished = set(self.draft.finished) if resumed and self.draft is not None else set()
         for index, task in enumerate(tasks):
             if resumed and (task.slug in finished if finished else index < resumed):

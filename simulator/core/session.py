@@ -209,7 +209,7 @@ class Session:
         self._now = now
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
         self._rng: random.Random | None = None  # drawn from rarely: made on first use
-        self._failures = FailurePlan(scenario.failures, random.Random(f"zread-sim:{seed}:failures"))
+        self._failures = FailurePlan(scenario.failures, f"zread-sim:{seed}:failures")
         self._heap: list[tuple[float, int, Timer]] = []  # (deadline, seq, timer): C compares
         self._live: dict[int, Timer] = {}
         self._seq = 0

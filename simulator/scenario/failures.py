@@ -69,7 +69,9 @@ class Failure(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
 class FailurePlan:
     """The failures of one session, with the RNG their probabilities draw from."""
 
-    def __init__(self, failures: list[Failure], rng: random.Random) -> None:
+    def __init__(self, failures: list[Failure], rng: random.Random | str) -> None:
+        """``rng`` is a Random, or the seed of one made when a probability first draws
+        (most sessions draw nothing: seeding one costs ~11 us a session)."""
         # Each entry keeps the number it was added with: its draws do not move when
         # another entry is injected ahead of it.
         self._by_point: dict[str, list[tuple[int, Failure]]] = {}
@@ -77,7 +79,15 @@ class FailurePlan:
         for failure in failures:
             self._by_point.setdefault(failure.point, []).append((self._added, failure))
             self._added += 1
-        self._key = rng.getrandbits(64)
+        self._rng = rng
+        self._key_drawn: int | None = None
+
+    @property
+    def _key(self) -> int:
+        if self._key_drawn is None:
+            rng = self._rng if isinstance(self._rng, random.Random) else random.Random(self._rng)
+            self._key_drawn = rng.getrandbits(64)
+        return self._key_drawn
 
     def add(self, failure: Failure) -> None:
         """Put ``failure`` ahead of the others at its point."""
