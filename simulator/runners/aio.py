@@ -29,6 +29,12 @@ from simulator.runners.output import OutputStage
 __all__ = ["Channel", "Hub"]
 
 
+SLICE = 0.005
+"""Seconds of due timers a hub fires in one turn of the loop; the rest wait behind what
+else is ready (a reader's input, a load test starting its sessions), so an overloaded
+hub makes everything late alike instead of starving the rest of the loop."""
+
+
 class Hub:
     """Real-time timers for many sessions on one loop."""
 
@@ -66,8 +72,16 @@ class Hub:
 
     def _fire(self) -> None:
         self._armed, self._armed_at = None, float("inf")
-        now = self.time()
+        now = began = self.time()
         while self._heap and self._heap[0][0] <= now:
+            if self.time() - began > SLICE:  # the rest after the loop's other work
+                # One wake-up pending at a time: the one a tick above armed goes, and
+                # nothing re-arms meanwhile (-inf): the next turn fires what is due then.
+                if self._armed is not None:
+                    self._armed.cancel()
+                self._armed_at = float("-inf")
+                self._armed = self.loop.call_soon(self._fire)  # type: ignore[assignment]
+                return
             deadline, _, channel = heapq.heappop(self._heap)
             if channel.wakeup == deadline:  # else a stale entry: the channel moved on
                 channel.wakeup = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -322,5 +323,36 @@ def test_the_done_future_is_made_when_asked_for_and_knows_an_earlier_end() -> No
         while not late.finished:
             await asyncio.sleep(0.001)
         assert await waiting == 0
+
+    run(main)
+
+
+def test_a_hub_with_more_due_than_a_slice_lets_the_loop_run_between() -> None:
+    # 300 sessions' timers come due together (the loop was held up for a second): more
+    # ticks than one slice of the loop's time. What the first tick queues (a client's
+    # answer, a session to start) runs between slices, not after the last due timer.
+    async def main() -> None:
+        hub = Hub()
+        pairs = [channel_for(hub, "generate", "-y", seed=i) for i in range(300)]
+        for channel, _ in pairs:
+            channel.start()
+        time.sleep(1.0)  # every session's next timer is now due
+        fired_before: list[int] = []
+        first = pairs[0][1]
+        write = first.write
+
+        def probe_on_first_write(data: bytes) -> bool:
+            first.write = write  # type: ignore[method-assign]
+            sent = [len(r.writes) for _, r in pairs]
+            hub.loop.call_soon(
+                lambda: fired_before.append(sum(len(r.writes) for _, r in pairs) - sum(sent))
+            )
+            return write(data)
+
+        first.write = probe_on_first_write  # type: ignore[method-assign]
+        while not fired_before:
+            await asyncio.sleep(0.01)
+        due = len(pairs)  # at least one event each was due
+        assert fired_before[0] < due  # the probe ran before every due tick was done
 
     run(main)
