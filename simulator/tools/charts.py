@@ -51,10 +51,11 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal, NoReturn
+from typing import IO, Any, Literal
 
 from simulator.core.chart import Chart, StateSpec
 from simulator.core.errors import ConfigurationError, SimulatorBug
+from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
 __all__ = [
@@ -111,10 +112,6 @@ class ChartsError(ConfigurationError):
 
 class RenderError(ChartsError):
     """SVG or PNG without Graphviz's ``dot`` on PATH, or ``dot`` failing."""
-
-
-class _UsageError(Exception):
-    """A command line argparse refused; the message is argparse's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,13 +343,8 @@ def docs_page() -> str:
 # -- the command line ---------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> argparse.ArgumentParser:
+    parser = raising(ChartsError)(
         prog="zread-sim charts",
         add_help=False,
         description="Draw the chart of a zread command from its data.",
@@ -446,7 +438,7 @@ def main(
                 out.write(data.decode())
             else:
                 _write(path, data)
-    except (_UsageError, ChartsError) as error:
+    except ChartsError as error:
         err.write(f"zread-sim charts: {error}\n")
         return 2
     return 0

@@ -26,6 +26,7 @@ from typing import Any
 
 from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
+from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
 __all__ = ["CommandCoverage", "Coverage", "CoverageError", "below", "main", "write_json"]
@@ -215,19 +216,8 @@ def below(coverage: Coverage, fail_under: float | None) -> str:
     )
 
 
-class _Refused(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """Raises instead of printing usage: an error is one line."""
-
-    def error(self, message: str) -> Any:
-        raise _Refused(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = raising(CoverageError)(
         prog=PROG,
         description="Which states, transitions and gates of zread's charts the journaled "
         "processes reached (journals: --journal or ZREAD_SIM_JOURNAL).",
@@ -249,7 +239,7 @@ def main(argv: list[str], out: Any = None) -> int:
     out = out or sys.stdout
     try:
         args = _parser().parse_args(argv)
-    except _Refused as refused:
+    except CoverageError as refused:
         sys.stderr.write(f"{PROG}: {refused}\n")
         return 2
     except SystemExit as exit_:  # --help

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from simulator.core.errors import ConfigurationError
+from simulator.tools.arguments import raising
 
 __all__ = ["EXTRA_SCENARIOS", "Case", "PathsError", "Step", "main", "paths", "replay"]
 
@@ -461,19 +462,8 @@ def pytest_module(command: str, cases: Sequence[Case]) -> str:
     return _PYTEST_HEAD.format(command=command, cases=data)
 
 
-class _Refused(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """Raises instead of printing usage: an error is one line."""
-
-    def error(self, message: str) -> Any:
-        raise _Refused(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = raising(PathsError)(
         prog=PROG,
         description="Test cases that together take every transition of a zread chart: "
         "one JSON object per line (scenario, flags, steps), or a pytest module.",
@@ -490,7 +480,7 @@ def main(argv: list[str], out: IO[str] | None = None) -> int:
     argument."""
     try:
         args = _parser().parse_args(argv)
-    except _Refused as refused:
+    except PathsError as refused:
         sys.stderr.write(f"{PROG}: {refused}\n")
         return 2
     except SystemExit as exit_:  # --help

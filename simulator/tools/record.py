@@ -60,6 +60,7 @@ import msgspec
 
 from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import REDACTED, redact_line
+from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
 __all__ = [
@@ -841,14 +842,11 @@ def _say(text: str) -> None:
         sys.stderr.flush()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:
-        raise RecordError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Record a zread --stdio run; check a cassette.")
-    sub = parser.add_subparsers(dest="tool", required=True, parser_class=_Parser)
+    parser = raising(RecordError)(
+        prog=PROG, description="Record a zread --stdio run; check a cassette."
+    )
+    sub = parser.add_subparsers(dest="tool", required=True, parser_class=raising(RecordError))
     rec = sub.add_parser(
         "record",
         help="run a program between the client and it, writing a cassette",

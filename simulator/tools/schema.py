@@ -32,13 +32,14 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Annotated, Any, Final, Literal, NoReturn
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 import msgspec.inspect as mi
 
 from simulator.core.errors import ConfigurationError, SimulatorBug
 from simulator.scenario import Scenario
+from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 from statecharts.generate import Task, TaskList
 
@@ -349,11 +350,6 @@ def write_docs(directory: str | os.PathLike[str]) -> list[str]:
 # -- the command line ---------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise SchemaError(message)
-
-
 def _command(text: str) -> str:
     if text not in COMMANDS:
         raise argparse.ArgumentTypeError(
@@ -362,8 +358,8 @@ def _command(text: str) -> str:
     return text
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> argparse.ArgumentParser:
+    parser = raising(SchemaError)(
         prog=PROG,
         description="Print the JSON Schema (draft 2020-12) of zread's event lines, of its "
         "command lines, or of a scenario file; or write them all into a folder.",

@@ -23,9 +23,10 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from simulator.core.errors import SimulatorBug
+from simulator.tools.arguments import raising
 from simulator.tools.load.common import LoadConfig, LoadError
 
 if TYPE_CHECKING:
@@ -35,11 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["PROG", "format_summary", "main", "parse_args", "run"]
 
 PROG = "zread-sim load"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise LoadError(message)
 
 
 def _positive_int(text: str) -> int:
@@ -66,8 +62,8 @@ def _number(minimum: float, strict: bool) -> Callable[[str], float]:
     return parse
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> argparse.ArgumentParser:
+    parser = raising(LoadError)(
         prog=PROG,
         description="Run many simulated zread sessions and measure them. zread's own flags "
         "go after -- (or one by one with --arg=FLAG).",
@@ -221,7 +217,7 @@ def _merge_main(argv: list[str]) -> tuple[dict[str, Any], str | None, str | None
     """``load --merge FILE ... [--json FILE] [--plot FILE]``: the merged summary."""
     from simulator.tools.load.merge import merge, name_of, read_summary
 
-    parser = _Parser(
+    parser = raising(LoadError)(
         prog=f"{PROG} --merge",
         description="Merge the summaries `load --json` wrote on several hosts into one.",
     )
