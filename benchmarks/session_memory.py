@@ -26,16 +26,17 @@ from _common import verdict
 
 from simulator.launch import build_session
 from simulator.scenario import load_scenario
+from simulator.tools.load import stats
 
 TARGET_KB = 26.0
 
 
 def rss_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    """This process's RSS in kB (the load tool's reading: /proc, else psutil)."""
+    value = stats.rss_kb()
+    if value is None:
+        raise SystemExit("session_memory.py: this system tells no RSS (no /proc, no psutil)")
+    return value
 
 
 def mid_run(scenario: object, seed: int, pages: int) -> object:
