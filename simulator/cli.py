@@ -528,7 +528,7 @@ def _run_session(
     journal: JournalWriter | None,
 ) -> int:
     from simulator.hosts.effects import EffectHost
-    from simulator.runners.stdio import ProcessRunner
+    from simulator.runners.stdio import LATENESS_FILE, ProcessRunner
 
     store = None
     # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
@@ -558,11 +558,6 @@ def _run_session(
     if journal is not None:
         journal.start(args.invocation, os.getcwd(), args.command)
     return runner.run()
-
-
-LATENESS_FILE = "ZREAD_SIM_LATENESS_FILE"
-"""Set by ``load``'s process mode for each child: the file the child writes how late
-each of its timers fired (``simulator.tools.load.processes.read_lateness``)."""
 
 
 def _dispatch(

@@ -366,9 +366,12 @@ class LiveSession:
             for event in outcome:
                 if self._stopped:
                     return
-                if not self.endpoint.write(event):
-                    self._ending = "reader-gone"
-                    self._end(0)
+                self._write(event)
+
+    def _write(self, data: bytes) -> None:
+        if not self.endpoint.write(data):
+            self._ending = "reader-gone"
+            self._end(0)  # (4) the reader went away: a quiet end
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
         if self._waiting:
@@ -384,9 +387,7 @@ class LiveSession:
                     self._backlog.extend(actions[index + 1 :])
                     return
             elif isinstance(action, faults.Write):
-                if not self.endpoint.write(action.data):
-                    self._ending = "reader-gone"
-                    self._end(0)  # (4) the reader went away: a quiet end
+                self._write(action.data)
             elif isinstance(action, faults.Stderr):
                 self.endpoint.stderr(action.line)
             elif isinstance(action, faults.CloseStdout):

@@ -246,6 +246,11 @@ class ProcessRunner:
             os.close(write_end)
 
 
+LATENESS_FILE = "ZREAD_SIM_LATENESS_FILE"
+"""Set by ``load``'s process mode for each child: the file the child writes how late
+each of its timers fired (``simulator.tools.load.processes.read_lateness``)."""
+
+
 def _write_lateness(path: str, samples: list[float]) -> None:
     """``{"lateness_s": [...]}`` into ``path``; a file that cannot be written is left
     unwritten (the load test then says lateness was not measured)."""

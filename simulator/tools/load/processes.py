@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.hosts.executable import write_zread_executable
+from simulator.runners.stdio import LATENESS_FILE
 from simulator.tools.client import ReferenceClient
 from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt
 from simulator.tools.load.stats import (
@@ -40,7 +41,8 @@ from simulator.tools.load.stats import (
 
 __all__ = ["LATENESS_ENV", "Processes", "read_lateness"]
 
-LATENESS_ENV = "ZREAD_SIM_LATENESS_FILE"
+LATENESS_ENV = LATENESS_FILE
+"""The variable that names a child's lateness file (the process runner writes it)."""
 """The variable naming the file a child writes its timers' lateness to, at exit."""
 
 

@@ -170,6 +170,6 @@ def test_a_bad_line_is_named(data: bytes, last: dict[str, Any] | None, says: str
 
 
 def test_the_variable_is_the_one_the_command_line_reads() -> None:
-    from simulator.cli import LATENESS_FILE
+    from simulator.runners.stdio import LATENESS_FILE
 
     assert LATENESS_ENV == LATENESS_FILE
