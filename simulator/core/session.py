@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import random
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -46,8 +46,8 @@ from simulator.core.envelope import (
     decode_command,
     decode_params,
     encode_event,
-    encode_vm,
     not_allowed,
+    vm_pieces,
 )
 from simulator.core.errors import MisuseError
 from simulator.core.secrets import redact, redact_line
@@ -57,8 +57,6 @@ from simulator.scenario.failures import Failure, FailurePlan
 __all__ = ["JournalEntry", "Outcome", "Session", "SessionError", "Timer"]
 
 _OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
-_VM_AT: Final = len(b'{"vm":')
-"""Where an event line's vm begins (:func:`~simulator.core.envelope.encode_event`)."""
 
 
 class SessionError(MisuseError):
@@ -165,7 +163,7 @@ class Session:
         "_flags",
         "_heap",
         "_journal",
-        "_last_line",
+        "_last_vm_pieces",
         "_last_waiting_for",
         "_live",
         "_met",
@@ -180,7 +178,6 @@ class Session:
         "_started",
         "_timing_rng",
         "_took",
-        "_vm_end",
         "chart",
         "driver",
         "peer_attached",
@@ -216,11 +213,9 @@ class Session:
         self._effects: list[object] = []
         self._started = False
         self._done = False
-        # The last event line, which holds the last vm: a rejected line and quit repeat
-        # it. msgspec's encoder hands back its buffer, ~50 % larger than the JSON in
-        # it; the line, joined from parts, is its exact size. (The vm is line[6:_vm_end].)
-        self._last_line = b'{"vm":{}'
-        self._vm_end = 8
+        # The last vm, as the pieces its event was joined from (vm_pieces): a rejected
+        # line and quit repeat it. A long task list is a piece its vm keeps anyway.
+        self._last_vm_pieces: Sequence[bytes] = (b"{}",)
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
         self._journal: list[JournalEntry] = []
@@ -436,7 +431,7 @@ class Session:
             raise SessionError("the session is already done")
         self.driver.on_quit()
         out = Outcome()
-        self._finish(out, self._last_vm(), self._shown_state)
+        self._finish(out, self._last_vm_pieces, self._shown_state)
         return self._close(out)
 
     def advance(self, now: float, *, limit: int = 0) -> Outcome:
@@ -567,33 +562,30 @@ class Session:
         self._shown_state = spec.vm_state
         if self.chart.shows_state:
             self.driver.vm.state = spec.vm_state
-        vm_json = encode_vm(self.driver.vm)
+        vm = vm_pieces(self.driver.vm)
         if spec.terminal:
-            self._finish(out, vm_json, spec.vm_state)
+            self._finish(out, vm, spec.vm_state)
             return
-        line = encode_event(vm_json, spec.waiting_for, False, "")
-        self._keep(line, vm_json, spec.waiting_for)
-        out.append(line)
+        out.append(encode_event(vm, spec.waiting_for, False, ""))
+        self._keep(vm, spec.waiting_for)
         out.states.append(spec.vm_state)
 
-    def _keep(self, line: bytes, vm_json: bytes, waiting_for: tuple[str, ...]) -> None:
-        self._last_line, self._vm_end = line, _VM_AT + len(vm_json)
-        self._last_waiting_for = waiting_for
+    def _keep(self, vm: Sequence[bytes], waiting_for: tuple[str, ...]) -> None:
+        self._last_vm_pieces, self._last_waiting_for = vm, waiting_for
 
     def _last_vm(self) -> bytes:
-        return self._last_line[_VM_AT : self._vm_end]
+        return b"".join(self._last_vm_pieces)
 
-    def _finish(self, out: Outcome, vm_json: bytes, vm_state: str) -> None:
+    def _finish(self, out: Outcome, vm_json: Sequence[bytes], vm_state: str) -> None:
         self._done = True
         self._live.clear()
         self._heap.clear()
-        line = encode_event(vm_json, (), True, "")
-        self._keep(line, vm_json, ())
-        out.append(line)
+        out.append(encode_event(vm_json, (), True, ""))
+        self._keep(vm_json, ())
         out.states.append(vm_state)
 
     def _reject(self, out: Outcome, text: str) -> Outcome:
-        out.append(encode_event(self._last_vm(), self._last_waiting_for, False, text))
+        out.append(encode_event(self._last_vm_pieces, self._last_waiting_for, False, text))
         out.states.append(self._shown_state)
         return self._close(out)
 

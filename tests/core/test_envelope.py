@@ -14,9 +14,11 @@ from simulator.core.envelope import (
     decode_command,
     decode_params,
     encode_event,
+    encode_part,
     encode_vm,
     go_float,
     not_allowed,
+    vm_pieces,
 )
 
 
@@ -122,6 +124,50 @@ def test_rejection_repeats_vm_bytes_exactly() -> None:
     first = encode_event(vm_json, ("quit",), False, "")
     again = encode_event(vm_json, ("quit",), False, "bad")
     assert first.split(b',"done"')[0] == again.split(b',"done"')[0]
+
+
+# -- vms with fragments -------------------------------------------------------------
+
+
+class Fragment:
+    """A part of a vm that keeps its own JSON, as generate's task list does."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def json_fragment(self) -> bytes:
+        return encode_part(self.value)
+
+
+class FragmentVM(msgspec.Struct):
+    head: str = ""
+    items: Any = None
+    tail: str = ""
+    more: Any = None
+
+
+def test_a_vm_with_fragments_is_the_bytes_of_the_same_vm_without_them() -> None:
+    values = [{"t": "<b>&\u2028"}, {"t": "x\x00y"}]
+    plain = FragmentVM(head="<h>\x00", items=values, tail="&", more=[1])
+    spliced = FragmentVM(head="<h>\x00", items=Fragment(values), tail="&", more=Fragment([1]))
+    pieces = vm_pieces(spliced)
+    assert b"".join(pieces) == encode_vm(spliced) == encode_vm(plain)
+    assert len(pieces) == 5  # around, fragment, around, fragment, around
+    assert b"\\u0000" in encode_vm(plain)  # a NUL in a string is escaped: never a mark
+    line = encode_event(pieces, ("quit",), False, "")
+    assert line == encode_event(encode_vm(plain), ("quit",), False, "")
+
+
+def test_a_vm_without_fragments_is_one_piece() -> None:
+    assert vm_pieces(SmallVM(note="<")) == (encode_vm(SmallVM(note="<")),)
+
+
+def test_an_object_without_its_own_json_is_refused() -> None:
+    with pytest.raises(NotImplementedError, match="cannot encode object"):
+        encode_vm(FragmentVM(items=object()))
+    assert (
+        encode_vm(FragmentVM(items=Fragment(2))) == b'{"head":"","items":2,"tail":"","more":null}'
+    )
 
 
 # -- go_float ---------------------------------------------------------------------

@@ -1722,3 +1722,37 @@ def test_every_event_shows_the_tasks_as_they_are(scenario: str, pages: int) -> N
             lines = session.advance(deadline, limit=1)
     assert session.done
     assert checked > 5
+
+
+@pytest.mark.parametrize("count", [3, 40])  # encoded whole; spliced
+def test_the_task_list_bytes_equal_a_fresh_encoding_after_any_edits(count: int) -> None:
+    """Whatever tasks change between two encodings, and however their lengths change,
+    the list's JSON is byte for byte the Go-escaped encoding of the tasks as they are."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from simulator.core.envelope import encode_part
+    from statecharts.generate import Task, TaskList
+
+    states = ["pending", "running", "done", "retry_pending", "failed", "resumed"]
+    edit = st.tuples(
+        st.integers(1, count), st.sampled_from(states), st.integers(0, 12), st.text(max_size=8)
+    )
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(edit, max_size=5), min_size=1, max_size=6))
+    def check(rounds: list[list[tuple[int, Any, int, str]]]) -> None:
+        tasks = TaskList(
+            [
+                Task(i, f"<Page> & {i}\u2028", f"{i}-page", max_retries=2)
+                for i in range(1, count + 1)
+            ]
+        )
+        assert tasks.json_fragment() == encode_part(list(tasks))
+        for edits in rounds:
+            for task_id, state, retries, error in edits:
+                task = tasks.edit(task_id)
+                task.state, task.retry_count, task.error = state, retries, error
+            assert tasks.json_fragment() == encode_part(list(tasks))
+
+    check()
