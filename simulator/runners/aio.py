@@ -8,8 +8,8 @@ wake-up after every input, and a future that resolves to the run's exit code (or
 channel serves the process with a control peer (:mod:`simulator.runners.controlled`)
 and thousands of in-process sessions in a load test.
 
-Lateness, how long after its deadline a timer actually fired, is reported to the hub's
-``on_fire`` hook, for load-test statistics.
+Each timer that fires is reported to the hub's ``on_fire`` hook with when it was due,
+for load-test statistics (how late it fired).
 
 Must not: block, or decide anything about a session's lifecycle: the live session does.
 """

@@ -141,7 +141,8 @@ class LiveSession:
         self.on_finish: Callable[[int], None] | None = None
         self.on_hang: Callable[[], None] | None = None
         self.on_fire: Callable[[LiveSession, float], None] | None = None
-        """Told how late each timer fired, in seconds (load-test statistics)."""
+        """Told of each timer as it fires, with when it was due on the clock: how late
+        it fired is the clock now minus that (load-test statistics)."""
         self.journal: JournalWriter | None = None
         """Where what happens is journaled (``--journal``); set before :meth:`start`."""
         self._journaled = 0
@@ -288,7 +289,7 @@ class LiveSession:
                     break
                 outcome = self.session.step()
                 if self.on_fire is not None:
-                    self.on_fire(self, t - timer.deadline)
+                    self.on_fire(self, self.origin + timer.deadline)
                 self._take(outcome)
             deadline = self.session.next_deadline()
             nothing_due = deadline is None or self.origin + deadline > now

@@ -150,7 +150,8 @@ class ProcessRunner:
         live.journal = self._journal
         lateness: list[float] = []
         if self._lateness_file:
-            live.on_fire = lambda _, late: lateness.append(late)
+            clock = self._clock
+            live.on_fire = lambda _, due: lateness.append(clock() - due)
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)

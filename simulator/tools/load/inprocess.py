@@ -11,7 +11,7 @@ Lateness is counted from each session's schedule. Session i (of the first C) is
 scheduled at ``origin + i * ramp / C`` (all at the origin without a ramp); a later one
 when the slot it takes frees up. A session is created only when it is due, and how late
 it starts (writes its first event) is its first sample; after that, how long after its
-deadline each timer fired (:class:`_MeasuredChannel`). As one of K workers
+deadline each timer fired, read from the clock as it fires. As one of K workers
 (:mod:`simulator.tools.load.workers`) it runs sessions ``worker, worker + K, ...`` on the
 global schedule, from an origin the workers share.
 
@@ -32,6 +32,7 @@ import gc
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -62,30 +63,13 @@ the timers of the sessions already running wait no longer than that for the star
 
 
 class _MeasuredHub(Hub):
-    """A hub whose wake-ups count, and which knows when the current tick began."""
+    """A hub whose wake-ups count."""
 
-    tick_began = 0.0
     wakeups = 0
 
     def _fire(self) -> None:
         self.wakeups += 1
         super()._fire()
-
-
-class _MeasuredChannel(Channel):
-    """A channel that tells its hub when each tick begins.
-
-    :meth:`LiveSession.tick` measures every timer it fires against the clock read when
-    the tick began; the time spent since (firing the timers before it) is added back in
-    :meth:`InProcess._on_fire`, so each timer's lateness is taken when it fires.
-    """
-
-    __slots__ = ()
-    hub: _MeasuredHub
-
-    def tick(self) -> None:
-        self.hub.tick_began = self.hub.time()
-        super().tick()
 
 
 class _Sink:
@@ -206,6 +190,7 @@ class InProcess:
         """The global index of this worker's next session."""
         self.origin = 0.0
         self.hub: _MeasuredHub
+        self._time: Callable[[], float] = time.monotonic  # the loop's clock, once it runs
         self.stats: Stats
         self.live: dict[int, _Sink] = {}
         self.order: deque[_Sink] = deque()
@@ -230,8 +215,8 @@ class InProcess:
             self._gates[waiting_for] = known
         return known
 
-    def _on_fire(self, channel: LiveSession, lateness: float) -> None:
-        self.stats.late(lateness + self.hub.time() - self.hub.tick_began)
+    def _on_fire(self, channel: LiveSession, due: float) -> None:
+        self.stats.late(self._time() - due)
 
     def prepare(self) -> None:
         """Before the clock starts: warm up, then take the RSS before any session."""
@@ -256,6 +241,7 @@ class InProcess:
         if self.rss_before is None:
             self.prepare()
         self.hub = _MeasuredHub(loop, on_fire=self._on_fire)
+        self._time = loop.time
         self.all_done = asyncio.Event()
         self.origin = loop.time() if origin is None else origin
         self.stats = Stats(loop.time, origin=self.origin)
@@ -373,9 +359,7 @@ class InProcess:
         if scheduled is None:
             scheduled = now
         sink = _Sink(self, index, now, config.timeout)
-        channel = _MeasuredChannel(
-            self.hub, session, OutputStage.for_session(session), sink, owner=index
-        )
+        channel = Channel(self.hub, session, OutputStage.for_session(session), sink, owner=index)
         sink.channel = channel
         sink.scheduled = scheduled
         self.live[index] = sink
