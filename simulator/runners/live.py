@@ -279,24 +279,26 @@ class LiveSession:
             self._backlog.clear()
             self._carry_out(actions)
         if self._paused_at is None:
-            t = now - self.origin
-            armed = self.session.armed
+            session, origin, on_fire = self.session, self.origin, self.on_fire
+            armed = session.armed
             while not self._stopped:
-                timer = self.session.next_timer()
+                timer = session.next_timer()
                 # Compared on the clock, as next_wakeup() promised it: origin + deadline
                 # minus origin may come out a hair below the deadline.
-                if timer is None or timer.seq > armed or self.origin + timer.deadline > now:
+                if timer is None or timer.seq > armed or origin + timer.deadline > now:
                     break
-                outcome = self.session.step()
-                if self.on_fire is not None:
-                    self.on_fire(self, self.origin + timer.deadline)
+                outcome = session.step()
+                if on_fire is not None:
+                    on_fire(self, origin + timer.deadline)
                 self._take(outcome)
-            deadline = self.session.next_deadline()
-            nothing_due = deadline is None or self.origin + deadline > now
+            deadline = session.next_deadline()
+            nothing_due = deadline is None or origin + deadline > now
             if not self._stopped and not self._done and nothing_due:
                 # The clock moves. A timer armed by this tick and due already (at speed
                 # 0, all of them) is left to the next tick: advance() would fire it now.
-                self._take(self.session.advance(t))
+                moved = session.advance(now - origin)
+                if moved or moved.effects:  # nothing was due, so nothing comes of it
+                    self._take(moved)
         self._settle()
 
     # -- admin -------------------------------------------------------------------------

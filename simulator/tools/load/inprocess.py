@@ -111,13 +111,16 @@ class _Sink:
     def write(self, data: bytes) -> bool:
         if self.closed:
             return True  # stdout points at /dev/null: written, and lost
-        self.bytes += len(data)
-        self.run.stats.bytes += len(data)
-        if self.run.plain:  # one event, one write
+        run, size = self.run, len(data)
+        self.bytes += size
+        stats = run.stats
+        stats.bytes += size
+        if run.plain:  # one event, one write
             self.events += 1
-            self.run.stats.events += 1
-            assert self.channel is not None
-            if self.run.needs_answer(self.channel.session.waiting_for):
+            stats.events += 1
+            channel = self.channel
+            assert channel is not None
+            if run.needs_answer(channel.session.waiting_for):
                 self._line(data)
             return True
         data = self.pending + data

@@ -357,3 +357,14 @@ def test_the_summary_reports_the_config_and_the_counters() -> None:
     assert late["p50"] == late["p95"] == late["p99"] == 2.0  # capped by the max
     without = build_summary(config, stats, lateness=False)
     assert without["lateness_ms"] is None and without["lateness_histogram"] is None
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.5e-6, 1e-6, 3.3e-5, 0.0123, 0.05, 2.5, 1e9])
+def test_a_timer_sample_lands_in_the_bucket_the_histogram_gives(seconds: float) -> None:
+    """``Stats.late`` computes the bucket itself (it runs once an event): the same one."""
+    stats = Stats(time.monotonic)
+    stats.late(seconds)
+    expected = Histogram()
+    expected.add(seconds)
+    assert stats.lateness == expected
+    assert stats.bin == {Histogram.bucket(seconds): 1}
