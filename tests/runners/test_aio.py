@@ -356,3 +356,25 @@ def test_a_hub_with_more_due_than_a_slice_lets_the_loop_run_between() -> None:
         assert fired_before[0] < due  # the probe ran before every due tick was done
 
     run(main)
+
+
+def test_a_hub_with_a_quantum_wakes_at_the_end_of_the_quantum_of_each_timer() -> None:
+    fired: list[tuple[float, float]] = []  # (due, fired), on the loop's clock
+
+    async def main() -> None:
+        hub = Hub(quantum=0.25, on_fire=lambda channel, due: fired.append((due, hub.time())))
+        pairs = [channel_for(hub, "generate", "-y", seed=i) for i in range(3)]
+        for channel, _ in pairs:
+            channel.start()
+        while not all(channel.finished for channel, _ in pairs):
+            await asyncio.sleep(0.05)
+        for _, recorder in pairs:
+            assert recorder.events[-1]["done"] is True
+
+    run(main)
+    assert len(fired) > 10
+    for due, when in fired:
+        end = due - due % 0.25 + 0.25  # the end of the quantum the timer is due in
+        assert end - 1e-6 <= when < end + 1.0  # never before it (a loop turn may be late)
+    # Timers due in one quantum fire together, in one wake-up.
+    assert len({round(due - due % 0.25, 6) for due, _ in fired}) < len(fired)

@@ -11,7 +11,8 @@ Lateness is counted from each session's schedule. Session i (of the first C) is
 scheduled at ``origin + i * ramp / C`` (all at the origin without a ramp); a later one
 when the slot it takes frees up. A session is created only when it is due, and how late
 it starts (writes its first event) is its first sample; after that, how long after its
-deadline each timer fired, read from the clock as it fires. As one of K workers
+deadline each timer fired, read from the clock as it fires. The hub wakes at the end of
+each :data:`QUANTUM` at most, so a timer may fire up to that late, and it counts. As one of K workers
 (:mod:`simulator.tools.load.workers`) it runs sessions ``worker, worker + K, ...`` on the
 global schedule, from an origin the workers share.
 
@@ -57,6 +58,10 @@ if TYPE_CHECKING:
 __all__ = ["InProcess"]
 
 _NOT_GATES = frozenset({"quit", "cancel"})
+QUANTUM = 0.002
+"""Seconds the hub rounds its wake-ups up to (:attr:`Hub.quantum`): a timer fires up to
+2 ms late, counted in its lateness, and the timers of many sessions fire in one turn
+of the loop. At 3,000 sessions it takes ~17 % off the CPU an event costs."""
 _TURN = 0.005
 """Seconds of starting sessions between two turns of the loop (at least one session):
 the timers of the sessions already running wait no longer than that for the starts."""
@@ -243,7 +248,7 @@ class InProcess:
         loop = asyncio.get_running_loop()
         if self.rss_before is None:
             self.prepare()
-        self.hub = _MeasuredHub(loop, on_fire=self._on_fire)
+        self.hub = _MeasuredHub(loop, on_fire=self._on_fire, quantum=QUANTUM)
         self._time = loop.time
         self.all_done = asyncio.Event()
         self.origin = loop.time() if origin is None else origin
