@@ -73,11 +73,25 @@ class _HelpRequested(Exception):
         self.topic = topic
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, which formats no text here (the help is this module's), with
+    a fixed width: argparse makes one per flag added (to check its metavar), and left
+    to itself each asks the terminal for its width, importing shutil to do so."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=80)
+
+
 class _Parser(argparse.ArgumentParser):
     """Raises instead of printing: an error is one line, help is this module's text."""
 
     def __init__(self, topic: str, name: str) -> None:
-        super().__init__(prog=f"{name} {topic}".strip(), add_help=False, allow_abbrev=False)
+        super().__init__(
+            prog=f"{name} {topic}".strip(),
+            add_help=False,
+            allow_abbrev=False,
+            formatter_class=_Formatter,
+        )
         self.topic = topic
         self.add_argument(
             "-h", "--help", action=_HelpAction, nargs=0, help=f"help for {topic or name}"
@@ -401,6 +415,20 @@ def _topic_parser(topic: str, name: str, *, with_simulator_options: bool = True)
     return parser
 
 
+def _parsed_arguments(topic: str, name: str, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed by the parser of ``topic``.
+
+    ``version --stdio``, the line a client runs to find out what it talks to, gets the
+    namespace that parser returns for it without the parser being built (eleven
+    actions, a formatter made for each, and argparse's message catalogue looked up on
+    disk): ``--stdio``, and every other option left to its default, None for each
+    simulator option (then its variable). A test holds the two equal.
+    """
+    if topic == "version" and argv[1:] == ["--stdio"]:
+        return argparse.Namespace(help=None, stdio=True, **dict.fromkeys(_ENVIRONMENT))
+    return _topic_parser(topic, name).parse_args(argv[1:] if topic else argv)
+
+
 def _topics(name: str) -> tuple[str, ...]:
     own = tuple(_SIMULATOR_SHORT) if name != ZREAD else ()
     return (*COMMANDS, "help", *own)
@@ -579,7 +607,7 @@ def _dispatch(
     if topic not in ("", *_topics(name)):
         raise UsageError(f'unknown command "{topic}" for "{name}" (see: {name} --help)')
     try:
-        args = _topic_parser(topic, name).parse_args(argv[1:] if topic else argv)
+        args = _parsed_arguments(topic, name, argv)
     except _HelpRequested as help_requested:
         return write(_help_text(help_requested.topic, name))
     args.command = topic

@@ -336,6 +336,18 @@ def test_the_simulator_options_are_taken_under_both_names(parsed: Any, name: str
     assert flags_of(args) == Flags(yes=True)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_version_stdio_is_parsed_as_its_parser_parses_it(name: str) -> None:
+    """``version --stdio`` skips building its parser: what it gets is what that parser
+    returns for it, every option there with the same value."""
+    from simulator.cli import _parsed_arguments, _topic_parser
+
+    argv = ["version", "--stdio"]
+    expected = vars(_topic_parser("version", name).parse_args(argv[1:]))
+    assert vars(_parsed_arguments("version", name, argv)) == expected
+    assert list(vars(_parsed_arguments("version", name, argv))) == list(expected)
+
+
 def test_the_simulator_options_default_to_their_variables(parsed: Any) -> None:
     args = parsed(["config", "--stdio"])
     assert (args.scenario, args.seed, args.speed, args.home, args.project, args.files) == (

@@ -79,3 +79,44 @@ def test_the_zread_sim_script_is_zread_sim() -> None:
     done = subprocess.run([str(script), "scenarios"], capture_output=True, timeout=30)
     assert done.returncode == 0
     assert done.stdout.decode().startswith("default ")
+
+
+NOT_FOR_VERSION = [
+    "asyncio",  # --control only
+    "dataclasses",
+    "locale",  # argparse's message catalogue, looked up when a parser is built
+    "shutil",  # argparse's formatter, asking the terminal for its width
+    "simulator.clijson",  # --frame only
+    "simulator.control",
+    "simulator.core.effects",  # at the first effect; version asks for none
+    "simulator.hosts.files",  # version reads none of zread's files
+    "simulator.hosts.journal",
+    "simulator.hosts.wikiserver",
+    "simulator.scenario.wiki",
+    "simulator.tools",
+]
+"""Modules ``version --stdio`` has no use for, kept out of its start-up."""
+
+
+def test_version_stdio_imports_nothing_it_does_not_use() -> None:
+    code = (
+        "import sys\n"
+        "from simulator.cli import main\n"
+        "code = main(['version', '--stdio'])\n"
+        "sys.stderr.write(f'{code} ' + ' '.join(sorted(sys.modules)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env,
+        check=True,
+    )
+    assert json.loads(done.stdout)["done"] is True
+    code, *modules = done.stderr.split()
+    assert code == "0"
+    assert "transitions" in modules  # the chart runs on it, as every chart does
+    assert sorted(set(NOT_FOR_VERSION) & set(modules)) == []

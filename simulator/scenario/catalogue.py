@@ -9,8 +9,9 @@ or an impossible value is refused with its file, the key and the reason.
 Must not: draw random numbers, read the clock, or write anything.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: msgspec resolves these Structs'
+# annotations when a scenario is first loaded, and each one left a string costs a
+# compile and an eval at start-up.
 import os
 import re
 import tomllib
@@ -122,17 +123,18 @@ def _merge(
     return merged
 
 
-_AT = re.compile(r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
+# Patterns, not compiled ones: only a scenario that fails needs them (re caches them).
+_AT = r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$"
+_UNKNOWN = r"^Object contains unknown field `(?P<field>[^`]*)`$"
 
 
 def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
     """Turn msgspec's message into (key, reason), e.g. ("world.config.max_retries", ...)."""
-    match = _AT.match(str(err))
+    match = re.match(_AT, str(err), re.DOTALL)
     assert match is not None
     reason, path = match["reason"], (match["path"] or "")
     key = re.sub(r"\[(\d+)\]", r"[\1]", path).lstrip(".")
-    unknown = _UNKNOWN.match(reason)
+    unknown = re.match(_UNKNOWN, reason)
     if unknown:
         key = f"{key}.{unknown['field']}".lstrip(".")
         reason = "unknown key"

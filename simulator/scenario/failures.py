@@ -12,8 +12,9 @@ The first matching entry wins.
 Must not: read the clock or do I/O; it draws only from the RNG it is given.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: msgspec resolves these Structs'
+# annotations when a scenario is first loaded, and each one left a string costs a
+# compile and an eval at start-up.
 import random
 from typing import Literal
 

@@ -16,8 +16,9 @@ something (``diagnostic``, ``stderr``, ``invalid_utf8``, ``exit``, ``hang``,
 Must not: do I/O, sleep or read the clock; the runner does what the actions say.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: msgspec resolves these Structs'
+# annotations when a scenario is first loaded, and each one left a string costs a
+# compile and an eval at start-up.
 import itertools
 import random
 from typing import Literal

@@ -7,8 +7,9 @@ Must not: read the clock or sleep. The session multiplies a draw by the speed fa
 and turns it into a deadline; a runner does the waiting.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: msgspec resolves these Structs'
+# annotations when a scenario is first loaded, and each one left a string costs a
+# compile and an eval at start-up.
 import math
 import random
 

@@ -9,8 +9,9 @@ Must not: draw random numbers or do I/O. Drivers read the world; they never writ
 (persisting a world across commands is the runner's job).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: msgspec resolves these Structs'
+# annotations when a scenario is first loaded, and each one left a string costs a
+# compile and an eval at start-up.
 from typing import Literal
 
 import msgspec
