@@ -14,11 +14,10 @@ input.
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-
-from simulator.core.effects import PERSISTED, ServerStarted, StartServer, StopServer
 
 if TYPE_CHECKING:
     from simulator.scenario.world import World
@@ -45,15 +44,28 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
+@functools.cache
+def _effect_kinds() -> types.ModuleType:
+    """:mod:`simulator.core.effects`, imported at the first effect, not with the host
+    (most commands ask for none), and once: an import statement in :meth:`EffectHost.
+    perform` would cost ~2 us an effect, and a load test performs one an event."""
+    import simulator.core.effects
+
+    return simulator.core.effects
+
+
 class EffectHost:
     """Performs effects for the sessions of one runner; :meth:`close` releases all.
 
     With a ``home``, what a command saved persists there; without one it is dropped.
     """
 
-    servers: dict[int, Any] = field(default_factory=dict)
-    home: Store | None = None
+    def __init__(self, servers: dict[int, Any] | None = None, home: Store | None = None) -> None:
+        self.servers: dict[int, Any] = {} if servers is None else servers
+        self.home = home
+
+    def __repr__(self) -> str:
+        return f"EffectHost(servers={self.servers!r}, home={self.home!r})"
 
     def perform_all(self, owner: int, effects: Iterable[object]) -> list[tuple[object, object]]:
         """Do every effect of one session call, in order: what each runner calls.
@@ -70,7 +82,8 @@ class EffectHost:
 
     def perform(self, owner: int, effect: object) -> object | None:
         """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""
-        if isinstance(effect, StartServer):
+        kinds = _effect_kinds()
+        if isinstance(effect, kinds.StartServer):
             from simulator.hosts.wikiserver import ListenError, WikiServer
 
             self._stop_server(owner)  # one server per session: a second start replaces it
@@ -80,12 +93,14 @@ class EffectHost:
             try:
                 server = WikiServer(site, host=effect.host, port=effect.port)
             except ListenError as err:
-                return ServerStarted(error=str(err))
+                failed: object = kinds.ServerStarted(error=str(err))
+                return failed
             self.servers[owner] = server
-            return ServerStarted(url=server.url)
-        if isinstance(effect, StopServer):
+            started: object = kinds.ServerStarted(url=server.url)
+            return started
+        if isinstance(effect, kinds.StopServer):
             self._stop_server(owner)
-        elif isinstance(effect, PERSISTED) and self.home is not None:
+        elif isinstance(effect, kinds.PERSISTED) and self.home is not None:
             self.home.apply(effect)
         return None
 
