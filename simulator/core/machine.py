@@ -23,8 +23,12 @@ instructions, ``benchmarks/instructions.py``):
   machine's queue (a chart's machine has no queue: the session is the queue);
 - ``itertools.chain`` of the machine's and the transition's callbacks, and a call to
   ``Machine.callbacks`` for every empty list;
-- ``get_state``'s ``Enum`` check and its ``in`` test before the dict lookup (a chart's
-  states are strings, validated when it is compiled).
+- ``get_state``'s ``Enum`` check and its ``in`` test before the dict lookup, and
+  ``State.name``'s (a chart's states are strings, validated when it is compiled);
+- the properties in front of the machine's callback lists and queue flag: they are
+  read as the attributes behind them (``_queued``, ``_prepare_event``,
+  ``_before_state_change``...), as the library's own methods read them (``transitions``
+  is pinned below 0.10, and ``tests/core/test_machine.py`` fails if one moves).
 
 A callback or condition named by string is looked up on the model with ``getattr``
 (the compiler has checked that it is a method); ``resolve_callable``, which the
@@ -75,16 +79,16 @@ class _ChartTransition(Transition):
                 check = getattr(model, check)
             if check(event_data) != condition.target:
                 return False
-        if machine.before_state_change:
-            _call_all(machine.before_state_change, event_data)
+        if machine._before_state_change:
+            _call_all(machine._before_state_change, event_data)
         if self.before:
             _call_all(self.before, event_data)
         if self.dest:  # None: internal, the state stays
             self._change_state(event_data)
         if self.after:
             _call_all(self.after, event_data)
-        if machine.after_state_change:
-            _call_all(machine.after_state_change, event_data)
+        if machine._after_state_change:
+            _call_all(machine._after_state_change, event_data)
         return True
 
     def _change_state(self, event_data: EventData) -> None:
@@ -102,16 +106,17 @@ class _ChartTransition(Transition):
 class _ChartEvent(Event):
     def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
         machine = self.machine
-        if machine.has_queue:  # pragma: no cover - charts have no queue
+        if machine._queued:  # pragma: no cover - charts have no queue
             return bool(super().trigger(model, *args, **kwargs))
         event_data = EventData(None, self, machine, model, args=args, kwargs=kwargs)
-        event_data.state = state = machine.states[getattr(model, machine.model_attribute)]
-        candidates = self.transitions.get(state.name)
+        name = getattr(model, machine.model_attribute)  # a chart's states are strings
+        event_data.state = machine.states[name]
+        candidates = self.transitions.get(name)
         if candidates is None:  # not a source of this trigger: ignored (as charts ask)
             if not machine.ignore_invalid_triggers:  # pragma: no cover
                 return bool(super().trigger(model, *args, **kwargs))
             return False
-        if machine.prepare_event or machine.finalize_event or machine.on_exception:
+        if machine._prepare_event or machine._finalize_event or machine._on_exception:
             return bool(super().trigger(model, *args, **kwargs))  # pragma: no cover
         for transition in candidates:
             event_data.transition = transition

@@ -455,7 +455,8 @@ class Session:
         events it writes); the clock moves to its deadline. Nothing pending: nothing
         happens. A real-time runner calls it for each timer that is due, so that it can
         read its input between firings."""
-        self._require_started()
+        if not self._started:
+            self._require_started()
         out = Outcome()
         if self.next_deadline() is not None:
             self._fire_timer(heapq.heappop(self._heap)[2], out)
@@ -464,7 +465,8 @@ class Session:
     def _fire_timer(self, timer: Timer, out: Outcome) -> None:
         if self._live.pop(timer.seq, None) is None:
             return  # cancelled
-        self._now = max(self._now, timer.deadline)
+        if timer.deadline > self._now:
+            self._now = timer.deadline
         fired = self._fire(timer.trigger, timer.payload)
         if timer.repeat_after and self.driver.state == timer.state and not self._done:
             self._arm(timer.trigger, timer.repeat_after, timer.state, repeat=True)
@@ -532,11 +534,15 @@ class Session:
         return params
 
     def _fire(self, trigger: str, payload: dict[str, Any]) -> bool:
-        before = self.driver.state
-        fired = self.chart.fire(self.driver, trigger, **payload)
-        self._took_one(fired)
-        self._entered(before)
-        return fired is not None
+        driver = self.driver
+        before = driver.state
+        fired = self.chart.fire(driver, trigger, **payload)
+        if fired is None:
+            return False
+        self._took |= 1 << fired.index
+        if driver.state != before:
+            self._entered(before)
+        return True
 
     def _took_one(self, transition: TransitionSpec | None) -> None:
         if transition is not None:

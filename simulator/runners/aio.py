@@ -46,6 +46,8 @@ class Hub:
         quantum: float = 0.0,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
+        self.time: Callable[[], float] = self.loop.time
+        """The loop's clock, in seconds (its own method: read several times an event)."""
         self.on_fire = on_fire
         self.quantum = quantum
         """Seconds the wake-ups are rounded up to (0: none). With thousands of sessions,
@@ -55,10 +57,6 @@ class Hub:
         self._seq = itertools.count()
         self._armed: asyncio.TimerHandle | None = None
         self._armed_at = float("inf")
-
-    def time(self) -> float:
-        """The loop's clock, in seconds."""
-        return self.loop.time()
 
     def schedule(self, channel: Channel) -> None:
         """(Re)arm ``channel``'s next wake-up, if it has one."""

@@ -12,9 +12,9 @@ scheduled at ``origin + i * ramp / C`` (all at the origin without a ramp); a lat
 when the slot it takes frees up. A session is created only when it is due, and how late
 it starts (writes its first event) is its first sample; after that, how long after its
 deadline each timer fired, read from the clock as it fires. The hub wakes at the end of
-each :data:`QUANTUM` at most, so a timer may fire up to that late, and it counts. As one of K workers
-(:mod:`simulator.tools.load.workers`) it runs sessions ``worker, worker + K, ...`` on the
-global schedule, from an origin the workers share.
+each :data:`QUANTUM` at most, so a timer may fire up to that late, and it counts. As one
+of K workers (:mod:`simulator.tools.load.workers`) it runs sessions ``worker, worker +
+K, ...`` on the global schedule, from an origin the workers share.
 
 Memory: RSS is sampled together with the live count every tick and once the ramp is
 over; the figure per session is (RSS at the highest sample - RSS before any session) /
@@ -125,7 +125,11 @@ class _Sink:
             stats.events += 1
             channel = self.channel
             assert channel is not None
-            if run.needs_answer(channel.session.waiting_for):
+            waiting_for = channel.session.waiting_for
+            answer = run.gates.get(waiting_for)
+            if answer is None:
+                answer = run.needs_answer(waiting_for)
+            if answer:
                 self._line(data)
             return True
         data = self.pending + data
@@ -211,16 +215,17 @@ class InProcess:
         """(RSS in kB, sessions live) at the highest RSS sample."""
         self._quitting: frozenset[int] = frozenset()
         self.all_done: asyncio.Event
-        self._gates: dict[tuple[str, ...], bool] = {}
+        self.gates: dict[tuple[str, ...], bool] = {}
+        """:meth:`needs_answer` of each waiting_for met (read first: once an event)."""
         self.plain = not scenario.faults
         """Without transport faults every write is exactly one event line."""
 
     def needs_answer(self, waiting_for: tuple[str, ...]) -> bool:
         """True when the reference client may answer an event with this waiting_for."""
-        known = self._gates.get(waiting_for)
+        known = self.gates.get(waiting_for)
         if known is None:
             known = bool(set(waiting_for) - _NOT_GATES) or waiting_for == ("quit",)
-            self._gates[waiting_for] = known
+            self.gates[waiting_for] = known
         return known
 
     def _on_fire(self, channel: LiveSession, due: float) -> None:
