@@ -1,8 +1,9 @@
 """What the runners and the command line of the load test share.
 
 Owns: :class:`LoadConfig` (what to run), :class:`LoadError` (a bad argument or an
-unusable scenario), :data:`EVENT_KEYS` (the keys every event line has) and
-:func:`interrupt` (Ctrl-C ends a run as the duration does).
+unusable scenario), :data:`EVENT_KEYS` (the keys every event line has),
+:func:`interrupt` (Ctrl-C ends a run as the duration does) and :func:`watch_children`
+(exit codes of children started on asyncio, without a race).
 
 Must not: measure (:mod:`simulator.tools.load.stats`), run sessions (the runners), parse
 arguments or print (:mod:`simulator.tools.load.cli`). It imports nothing of the package.
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,3 +73,24 @@ def interrupt(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Any:
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+
+
+def watch_children() -> None:
+    """On the running loop, before children are started on it: a child watcher that
+    gets every exit code.
+
+    Python 3.11's default watcher (a thread per child, ``waitpid``) can lose a child
+    that exits at once (CPython issue 86276): its exit code comes back as 255 and asyncio
+    logs "Unknown child process pid" on stderr. A load test of failing processes would
+    count wrong codes. Linux's pidfd watcher has no such race; Python 3.12 uses it by
+    default. Where pidfds cannot be opened (an old kernel, a sandbox), the default stays.
+    """
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return
+    watcher = asyncio.PidfdChildWatcher()
+    asyncio.set_child_watcher(watcher)
+    watcher.attach_loop(asyncio.get_running_loop())

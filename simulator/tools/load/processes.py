@@ -29,7 +29,7 @@ from typing import Any
 from simulator.hosts.executable import write_zread_executable
 from simulator.runners.stdio import LATENESS_FILE
 from simulator.tools.client import ReferenceClient
-from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt
+from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt, watch_children
 from simulator.tools.load.stats import (
     Progress,
     RssSampler,
@@ -90,6 +90,7 @@ class Processes:
 
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
+        watch_children()
         self.stats = Stats(loop.time)
         assert self.config.concurrency is not None
         slots = asyncio.Semaphore(self.config.concurrency)

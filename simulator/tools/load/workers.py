@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from simulator.core.errors import SimulatorBug
-from simulator.tools.load.common import LoadConfig, interrupt
+from simulator.tools.load.common import LoadConfig, interrupt, watch_children
 from simulator.tools.load.stats import Histogram, bins_percentile_ms
 
 __all__ = ["WorkerError", "Workers", "worker_main"]
@@ -96,6 +96,7 @@ class Workers:
         from simulator.tools.load.merge import merge
 
         loop = asyncio.get_running_loop()
+        watch_children()
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
         path = os.environ.get("PYTHONPATH")
         env = dict(os.environ, PYTHONPATH=root if not path else f"{root}{os.pathsep}{path}")

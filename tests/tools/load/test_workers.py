@@ -88,7 +88,8 @@ def test_progress_is_drawn_from_every_worker() -> None:
 
 def test_a_worker_that_fails_is_a_worker_error_with_its_last_words() -> None:
     config = LoadConfig(command="generate", sessions=2, scenario="no-such-scenario", workers=2)
-    # Both fail alike; whichever is seen first is the one reported.
+    # Both fail alike; whichever is seen first is the one reported, with its exit code
+    # (never 255 from a child watcher that lost the child: watch_children).
     with pytest.raises(WorkerError, match=r"worker [01] failed \(its output ended, exit code 1\)"):
         asyncio.run(Workers(config, 2, None).run())
 
