@@ -132,13 +132,14 @@ class TaskList:
     marks it for encoding. Its JSON is that of the list of tasks.
     """
 
-    __slots__ = ("_dirty", "_fragment", "_items", "_lengths")
+    __slots__ = ("_dirty", "_fragment", "_items", "_lengths", "_mark")
 
     def __init__(self, tasks: list[Task] | None = None) -> None:
         self._items = tasks or []
         self._fragment: bytes | None = None  # None: not encoded yet
         self._lengths = array("I")  # of each task's JSON in the fragment
         self._dirty: list[int] = []  # indexes edited since the last encoding; repeats allowed
+        self._mark = (0, 1)  # a task's index, and where it begins in the fragment
 
     def __getitem__(self, index: int) -> Task:
         return self._items[index]
@@ -157,27 +158,40 @@ class TaskList:
 
     def json_fragment(self) -> bytes:
         fragment = self._fragment
+        dirty = self._dirty
         if fragment is None:
             parts = encode_parts(self._items)
             self._lengths = array("I", map(len, parts))
             fragment = b"[" + b",".join(parts) + b"]"
-        elif self._dirty:
-            fragment = self._splice(fragment, sorted(set(self._dirty)))
+            self._mark = (0, 1)
+        elif dirty:
+            fragment = self._splice(fragment, dirty if len(dirty) == 1 else sorted(set(dirty)))
         self._fragment = fragment
-        self._dirty.clear()
+        dirty.clear()
         return fragment
 
     def _splice(self, fragment: bytes, changed: list[int]) -> bytes:
-        """``fragment`` with the tasks at ``changed`` (ascending) encoded anew."""
+        """``fragment`` with the tasks at ``changed`` (ascending) encoded anew.
+
+        Where a task begins is counted from :attr:`_mark`, the last task changed and
+        where it begins: the tasks that change are the few running, next to each other,
+        so the lengths added up are a few, not all those before."""
         lengths, items = self._lengths, self._items
         view = memoryview(fragment)
         pieces: list[bytes | memoryview] = []
         copied = 0  # the old fragment is in pieces up to here
-        index, start = 0, 1  # task ``index`` begins at ``start`` in the old fragment
+        written = 0  # and the new one is this long
+        index, start = self._mark  # task ``index`` begins at ``start`` in the old fragment
+        if changed[0] < index:
+            start -= sum(lengths[changed[0] : index]) + (index - changed[0])
+            index = changed[0]
         for changed_index in changed:
             start += sum(lengths[index:changed_index]) + (changed_index - index)
             part = encode_part(items[changed_index])
             pieces += (view[copied:start], part)
+            written += start - copied
+            self._mark = (changed_index, written)
+            written += len(part)
             copied = start + lengths[changed_index]
             index, start = changed_index + 1, copied + 1
             lengths[changed_index] = len(part)
