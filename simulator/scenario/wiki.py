@@ -38,6 +38,7 @@ import datetime as dt
 import functools
 import random
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -300,11 +301,15 @@ def _catalog(
         if (pattern, noun) in seen:
             title = f"{title} {len(chosen) + 1}"
         seen.add((pattern, noun))
-        chosen.append((title, 1, _NOUNS[noun][2]))
+        chosen.append((sys.intern(title), 1, _NOUNS[noun][2]))
     rank = {key: i + 1 for i, key in enumerate(group_order)}
     ordered = sorted(chosen, key=lambda c: (c[1], rank.get(c[2], 0)))
+    sections = [section(tier) for tier in range(len(_SECTIONS))]
+    groups = {key: group(key) for key in ("", *_GROUPS)}
+    # Titles and slugs are interned: the catalogs of thousands of sessions (a load test)
+    # hold the same few thousand, ~5 KB a 50-page catalog.
     return tuple(
-        Page(n, title, slug(n, title), section(tier), group(key), LEVELS[tier])
+        Page(n, title, sys.intern(slug(n, title)), sections[tier], groups[key], LEVELS[tier])
         for n, (title, tier, key) in enumerate(ordered, start=1)
     )
 
