@@ -100,7 +100,7 @@ class EffectHost:
             return started
         if isinstance(effect, kinds.StopServer):
             self._stop_server(owner)
-        elif isinstance(effect, kinds.PERSISTED) and self.home is not None:
+        elif self.home is not None and isinstance(effect, kinds.PERSISTED):
             self.home.apply(effect)
         return None
 
