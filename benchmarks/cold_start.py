@@ -29,8 +29,16 @@ simulator of another checkout (``git worktree add ../before <commit>``) in the s
 runs, interleaved with this one, against the same ``python -c pass`` runs.
 Targets: <= 3.2x compiled, <= 4.0x not compiled (median of the per-pair ratios).
 
+``--python EXE`` runs both commands with another interpreter, the tree still first on
+its path: a virtual environment with zread-sim's run-time dependencies alone, as a
+user installs it (``python -m venv /tmp/rt && /tmp/rt/bin/pip install .``). The
+development environment differs from it twice: its editable install's import hook
+starts with every interpreter (``python -c pass`` included: ~15 ms of ``pathlib`` and
+``importlib.util``), and mypy brings ``typing_extensions``, which msgspec then imports
+(~12 ms). So the ratio there is lower than a user's, though the simulator is slower.
+
     python benchmarks/cold_start.py [--runs 30] [--bytecode both|compiled|none]
-        [--against DIR]
+        [--against DIR] [--python EXE]
 """
 
 from __future__ import annotations
@@ -41,8 +49,11 @@ import statistics
 import subprocess
 import tempfile
 
-from _common import ROOT, median_ms, python, verdict, wall
+from _common import ROOT, median_ms, verdict, wall
+from _common import python as this_python
 
+PYTHON = this_python()
+"""The interpreter timed (``--python``)."""
 SIMULATOR = ["-m", "simulator", "version", "--stdio"]
 PASS = ["-c", "pass"]
 TARGETS = {"compiled": 3.2, "none": 4.0}
@@ -61,7 +72,7 @@ def code_sources(args: list[str], tree: str, env: dict[str, str]) -> tuple[int, 
     """(modules read from bytecode, modules compiled from source, modules of ``tree``)
     in one ``-v`` run of ``python *args``."""
     run = subprocess.run(
-        [python(), "-v", *args],
+        [PYTHON, "-v", *args],
         cwd=tree,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -96,7 +107,10 @@ def main() -> None:
         "--bytecode", choices=("both", "compiled", "cached", "none"), default="both"
     )
     parser.add_argument("--against", metavar="DIR", help="another checkout to time beside this")
+    parser.add_argument("--python", metavar="EXE", help="the interpreter to time (default: this)")
     args = parser.parse_args()
+    global PYTHON
+    PYTHON = args.python or this_python()
     modes = {"both": ["compiled", "none"], "cached": ["compiled"]}.get(
         args.bytecode, [args.bytecode]
     )
@@ -111,13 +125,13 @@ def main() -> None:
         for tree in trees.values():
             packages = [os.path.join(tree, p) for p in ("simulator", "statecharts")]
             subprocess.run(
-                [python(), "-m", "compileall", "-q", *packages],
+                [PYTHON, "-m", "compileall", "-q", *packages],
                 env=environment(prefix, tree, write=True),
                 stdout=subprocess.DEVNULL,
                 check=True,
             )
             for command in (PASS, SIMULATOR):
-                wall([python(), *command], cwd=tree, env=environment(prefix, tree, write=True))
+                wall([PYTHON, *command], cwd=tree, env=environment(prefix, tree, write=True))
 
     print(f"cold start, stdin /dev/null, {args.runs} runs of each, interleaved")
     for mode in modes:
@@ -140,8 +154,8 @@ def main() -> None:
         for mode in modes:
             for name, tree in trees.items():
                 env = environment(prefixes[mode], tree)
-                before = wall([python(), *PASS], cwd=tree, env=env)
-                seconds = wall([python(), *SIMULATOR], cwd=tree, env=env)
+                before = wall([PYTHON, *PASS], cwd=tree, env=env)
+                seconds = wall([PYTHON, *SIMULATOR], cwd=tree, env=env)
                 if name == "this tree":
                     baseline[mode].append(before)
                 times[mode][name].append(seconds)
