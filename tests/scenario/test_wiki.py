@@ -489,3 +489,15 @@ def test_drawn_version_ids_are_zreads() -> None:
     ids = [v.id for v in wiki.versions(world, 0)]
     assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}-\d{6}", i) for i in ids)
     assert len(set(ids)) == 50
+
+
+def test_catalogs_of_different_seeds_share_their_titles_and_slugs() -> None:
+    """A load test holds thousands of catalogs: one string per drawn title and slug."""
+    first, second = wiki.catalog(1, "proj", 50), wiki.catalog(2, "proj", 50)
+    assert first != second
+    slugs = {page.slug: page.slug for page in first}
+    titles = {page.title: page.title for page in first}
+    shared = [page for page in second if page.slug in slugs]
+    assert shared  # the same page at the same place in both
+    assert all(page.slug is slugs[page.slug] for page in shared)
+    assert all(page.title is titles[page.title] for page in second if page.title in titles)

@@ -1682,7 +1682,7 @@ def test_the_process_refuses_a_scenario_without_the_page_delay(tmp_path: Path) -
 # -- the task list re-encodes only what changed --------------------------------------------
 
 
-@pytest.mark.parametrize("pages", [16, 150])  # a short list is encoded whole; a long one by parts
+@pytest.mark.parametrize("pages", [16, 150])
 @pytest.mark.parametrize("scenario", ["default", "flaky-pages", "failing-pages", "draft"])
 def test_every_event_shows_the_tasks_as_they_are(scenario: str, pages: int) -> None:
     """The tasks in each event's bytes equal a fresh encoding of the tasks at that moment:
@@ -1724,7 +1724,7 @@ def test_every_event_shows_the_tasks_as_they_are(scenario: str, pages: int) -> N
     assert checked > 5
 
 
-@pytest.mark.parametrize("count", [3, 40])  # encoded whole; spliced
+@pytest.mark.parametrize("count", [3, 40])
 def test_the_task_list_bytes_equal_a_fresh_encoding_after_any_edits(count: int) -> None:
     """Whatever tasks change between two encodings, and however their lengths change,
     the list's JSON is byte for byte the Go-escaped encoding of the tasks as they are."""
