@@ -86,6 +86,9 @@ def _enc_hook(obj: Any) -> Any:
 
 
 _encoder: Final = msgspec.json.Encoder(enc_hook=_enc_hook)
+_part_encoder: Final = msgspec.json.Encoder()
+"""For the parts of a fragment, which hold no fragment themselves: a separate encoder,
+so that one encoded while a vm is (inside ``json_fragment()``) never marks its place."""
 _EMPTY_OBJECT: Final = b"{}"
 
 T = TypeVar("T")
@@ -161,13 +164,13 @@ def encode_vm(vm: Any) -> bytes:
 def encode_part(value: Any) -> bytes:
     """A part of a vm (a Struct, a list...) as :func:`encode_vm` writes it inside the vm,
     escaped already: what a ``json_fragment()`` is made of."""
-    return _go_escape_all(_encoder.encode(value))
+    return _go_escape_all(_part_encoder.encode(value))
 
 
 def encode_parts(values: Iterable[Any]) -> list[bytes]:
     """:func:`encode_part` of each value; the bytes are looked through once for what
     needs escaping, and each part escaped only when something does."""
-    parts = [_encoder.encode(value) for value in values]
+    parts = [_part_encoder.encode(value) for value in values]
     if _go_escape_all(joined := b"".join(parts)) is joined:  # nothing to escape
         return parts
     return [_go_escape_all(part) for part in parts]

@@ -582,12 +582,12 @@ class Session:
     def _last_vm(self) -> bytes:
         return b"".join(self._last_vm_pieces)
 
-    def _finish(self, out: Outcome, vm_json: Sequence[bytes], vm_state: str) -> None:
+    def _finish(self, out: Outcome, vm: Sequence[bytes], vm_state: str) -> None:
         self._done = True
         self._live.clear()
         self._heap.clear()
-        out.append(encode_event(vm_json, (), True, ""))
-        self._keep(vm_json, ())
+        out.append(encode_event(vm, (), True, ""))
+        self._keep(vm, ())
         out.states.append(vm_state)
 
     def _reject(self, out: Outcome, text: str) -> Outcome:
