@@ -12,9 +12,15 @@ COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m simulator *argv``."""
+    return python("-m", "simulator", *argv)
+
+
+def python(*argv: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter with ``argv``, stdin /dev/null, no ZREAD_SIM_ variable set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
     return subprocess.run(
-        [sys.executable, "-m", "simulator", *argv],
+        [sys.executable, *argv],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -105,16 +111,8 @@ def test_version_stdio_imports_nothing_it_does_not_use() -> None:
         "code = main(['version', '--stdio'])\n"
         "sys.stderr.write(f'{code} ' + ' '.join(sorted(sys.modules)))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        env=env,
-        check=True,
-    )
+    done = python("-c", code)
+    assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["done"] is True
     code, *modules = done.stderr.split()
     assert code == "0"

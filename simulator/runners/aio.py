@@ -67,8 +67,7 @@ class Hub:
         if deadline is None:
             return
         heapq.heappush(self._heap, (deadline, next(self._seq), channel))
-        if deadline < self._armed_at:
-            self._arm(deadline)
+        self._arm(deadline)
 
     def _arm(self, deadline: float) -> None:
         """Wake up for ``deadline`` (at the end of its quantum), unless armed as early."""
@@ -98,7 +97,7 @@ class Hub:
                 channel.tick()
         while self._heap and self._heap[0][2].wakeup != self._heap[0][0]:
             heapq.heappop(self._heap)  # stale: that channel moved on; no wake-up for it
-        if self._heap and self._heap[0][0] < self._armed_at:
+        if self._heap:
             self._arm(self._heap[0][0])  # (a tick above may have armed one already)
 
 

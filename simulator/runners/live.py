@@ -296,9 +296,7 @@ class LiveSession:
             if not self._stopped and not self._done and nothing_due:
                 # The clock moves. A timer armed by this tick and due already (at speed
                 # 0, all of them) is left to the next tick: advance() would fire it now.
-                moved = session.advance(now - origin)
-                if moved or moved.effects:  # nothing was due, so nothing comes of it
-                    self._take(moved)
+                self._take(session.advance(now - origin))
         self._settle()
 
     # -- admin -------------------------------------------------------------------------

@@ -112,9 +112,9 @@ class ProcessRunner:
     ) -> None:
         self.session = session
         self._journal = journal
+        """``--journal``: what happens is appended there (LiveSession writes it)."""
         self._lateness_file = lateness_file
         """Where to write, at the end, how late each timer fired (``load``'s children)."""
-        """``--journal``: what happens is appended there (LiveSession writes it)."""
         self._in_fd = stdin.fileno()
         self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd)
         self._stage = OutputStage.for_session(session, frame=frame)

@@ -33,7 +33,6 @@ import gc
 import json
 import time
 from collections import deque
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +202,6 @@ class InProcess:
         """The global index of this worker's next session."""
         self.origin = 0.0
         self.hub: _MeasuredHub
-        self._time: Callable[[], float] = time.monotonic  # the loop's clock, once it runs
         self.stats: Stats
         self.live: dict[int, _Sink] = {}
         self.order: deque[_Sink] = deque()
@@ -230,7 +228,7 @@ class InProcess:
         return known
 
     def _on_fire(self, channel: LiveSession, due: float) -> None:
-        self.stats.late(self._time() - due)
+        self.stats.late(self.hub.time() - due)
 
     def prepare(self) -> None:
         """Before the clock starts: warm up, then take the RSS before any session."""
@@ -255,7 +253,6 @@ class InProcess:
         if self.rss_before is None:
             self.prepare()
         self.hub = _MeasuredHub(loop, on_fire=self._on_fire, quantum=QUANTUM)
-        self._time = loop.time
         self.all_done = asyncio.Event()
         self.origin = loop.time() if origin is None else origin
         self.stats = Stats(loop.time, origin=self.origin)

@@ -136,11 +136,6 @@ class Histogram:
     __hash__ = None  # type: ignore[assignment]
 
 
-_log = math.log
-_BUCKETS_PER_E = Histogram._SCALE
-_LAST_BUCKET = Histogram.SIZE - 1
-
-
 def bins_percentile_ms(
     items: Iterable[tuple[int, int]], total: int, q: float, top: float = math.inf
 ) -> float:  # items: (bucket, count) in bucket order
@@ -192,12 +187,9 @@ class Stats:
             self.messages.append(f"session {index}: {message}")
 
     def late(self, seconds: float) -> None:
-        """A timer fired ``seconds`` after its deadline (once an event: inlined)."""
+        """A timer fired ``seconds`` after its deadline."""
         self.timer_events += 1
-        us = seconds * 1e6
-        index = 0 if us < 1.0 else min(_LAST_BUCKET, int(_log(us) * _BUCKETS_PER_E) + 1)
-        self.lateness.add_bucket(index, seconds)
-        self.bin[index] = self.bin.get(index, 0) + 1
+        self._sample(seconds)
 
     def started_late(self, seconds: float) -> None:
         """A session started (wrote its first event) ``seconds`` after its schedule."""
