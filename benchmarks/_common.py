@@ -39,3 +39,12 @@ def verdict(met: bool) -> str:
 
 def python() -> str:
     return sys.executable
+
+
+def pages_scenario(folder: str, pages: int) -> str:
+    """The path of a scenario written into ``folder``: the default one with ``pages``
+    pages in its project."""
+    path = os.path.join(folder, f"pages-{pages}.toml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f'description = "benchmark: {pages} pages"\n\n[world.project]\npages = {pages}\n')
+    return path

@@ -33,6 +33,8 @@ import os
 import tempfile
 from typing import Any
 
+from _common import pages_scenario
+
 from simulator.tools.load import LoadConfig, run
 
 TARGET_P99_MS = 50.0
@@ -57,11 +59,7 @@ def late_text(late: dict[str, float]) -> str:
 def measure(args: argparse.Namespace, sessions: int) -> dict[str, Any]:
     """One load run of ``sessions`` sessions; its summary."""
     with tempfile.TemporaryDirectory() as folder:
-        scenario = os.path.join(folder, f"pages-{args.pages}.toml")
-        with open(scenario, "w", encoding="utf-8") as f:
-            f.write(
-                f'description = "capacity benchmark"\n\n[world.project]\npages = {args.pages}\n'
-            )
+        scenario = pages_scenario(folder, args.pages)
         config = LoadConfig(
             command="generate",
             args=["-y"],

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from _common import ROOT, python, verdict
+from _common import ROOT, pages_scenario, python, verdict
 
 REPLAY = """
 import os, sys
@@ -108,10 +108,7 @@ def main() -> None:
         placements["different CPUs"] = (cpus[0], cpus[1])
 
     with tempfile.TemporaryDirectory(prefix="generate-pipe-") as folder:
-        scenario = os.path.join(folder, f"pages-{args.pages}.toml")
-        with open(scenario, "w") as f:
-            f.write(f'description = "benchmark: {args.pages} pages"\n')
-            f.write(f"[world.project]\npages = {args.pages}\n")
+        scenario = pages_scenario(folder, args.pages)
         simulator = [python(), "-m", "simulator", "generate", "--stdio", "-y"]
         simulator += ["--speed", "0", "--no-files", "--scenario", scenario]
         recorded = subprocess.run(

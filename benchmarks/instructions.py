@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import ROOT, python, verdict
+from _common import ROOT, pages_scenario, python, verdict
 
 TARGET = 150_000
 
@@ -122,10 +122,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="instructions-") as folder:
         scenario = "default"
         if args.pages:
-            scenario = os.path.join(folder, f"pages-{args.pages}.toml")
-            with open(scenario, "w") as f:
-                f.write(f'description = "benchmark: {args.pages} pages"\n')
-                f.write(f"[world.project]\npages = {args.pages}\n")
+            scenario = pages_scenario(folder, args.pages)
         where = f"{args.pages} pages" if args.pages else "default scenario"
         print(
             f"generate -y, {where}, bare Session in virtual time; cachegrind "

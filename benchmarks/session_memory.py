@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import tempfile
 import tracemalloc
 
-from _common import verdict
+from _common import pages_scenario, verdict
 
 from simulator.launch import build_session
 from simulator.scenario import load_scenario
@@ -55,10 +54,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=50)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "pages.toml")
-        with open(path, "w", encoding="utf-8") as file:
-            file.write(f"[world.project]\npages = {args.pages}\n")
-        scenario = load_scenario(path)
+        scenario = load_scenario(pages_scenario(folder, args.pages))
     mid_run(scenario, -1, args.pages)  # imports, charts and caches made before measuring
     gc.collect()
     before = rss_kb()
