@@ -6,9 +6,9 @@ processes, answers their gates with a :class:`~simulator.tools.client.ReferenceC
 checks every transcript (each line a JSON object with vm, waiting_for, done and error;
 the last done) and samples each process's peak RSS (``VmHWM``, or psutil's RSS).
 
-Lateness comes from the children: each is started with :data:`LATENESS_ENV` naming a
-file of its own, where a ``zread`` that supports it writes, at exit, how late each of its
-timers fired (:func:`read_lateness`: ``{"lateness_s": [seconds, ...]}``). When no child
+Lateness comes from the children: each is started with
+:data:`~simulator.runners.stdio.LATENESS_FILE` naming a file of its own, where a
+``zread`` that supports it writes, at exit, how late each of its timers fired (:func:`read_lateness`: ``{"lateness_s": [seconds, ...]}``). When no child
 wrote one, lateness is "not measured".
 
 Must not: change what a process is asked to do beyond the client's answers, parse
@@ -39,11 +39,7 @@ from simulator.tools.load.stats import (
     tick,
 )
 
-__all__ = ["LATENESS_ENV", "Processes", "read_lateness"]
-
-LATENESS_ENV = LATENESS_FILE
-"""The variable that names a child's lateness file (the process runner writes it)."""
-"""The variable naming the file a child writes its timers' lateness to, at exit."""
+__all__ = ["Processes", "read_lateness"]
 
 
 def read_lateness(path: str) -> list[float] | None:
@@ -155,7 +151,7 @@ class Processes:
             proc = await asyncio.create_subprocess_exec(
                 "zread",
                 *argv,
-                env=dict(env, **{LATENESS_ENV: lateness_file}),
+                env=dict(env, **{LATENESS_FILE: lateness_file}),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,

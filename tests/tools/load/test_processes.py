@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from simulator.runners.stdio import LATENESS_FILE
 from simulator.tools.load import LoadConfig
-from simulator.tools.load.processes import LATENESS_ENV, Processes, _check_line, read_lateness
+from simulator.tools.load.processes import Processes, _check_line, read_lateness
 
 from .helpers import load, virtual_transcript
 
@@ -132,7 +133,7 @@ def test_a_childs_lateness_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "lateness-0.json"
     path.write_text(json.dumps({"lateness_s": [0.001, 0, 2.5]}))
     assert read_lateness(str(path)) == [0.001, 0.0, 2.5]
-    assert LATENESS_ENV == "ZREAD_SIM_LATENESS_FILE"
+    assert LATENESS_FILE == "ZREAD_SIM_LATENESS_FILE"
 
 
 @pytest.mark.parametrize("text", [None, "not json", "[1]", '{"lateness_s": 3}'])
@@ -167,9 +168,3 @@ def test_a_bad_line_is_named(data: bytes, last: dict[str, Any] | None, says: str
     assert event is None
     assert problem.startswith(says)
     assert repr(data[:80]) in problem
-
-
-def test_the_variable_is_the_one_the_command_line_reads() -> None:
-    from simulator.runners.stdio import LATENESS_FILE
-
-    assert LATENESS_ENV == LATENESS_FILE
