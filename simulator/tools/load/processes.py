@@ -8,8 +8,9 @@ the last done) and samples each process's peak RSS (``VmHWM``, or psutil's RSS).
 
 Lateness comes from the children: each is started with
 :data:`~simulator.runners.stdio.LATENESS_FILE` naming a file of its own, where a
-``zread`` that supports it writes, at exit, how late each of its timers fired (:func:`read_lateness`: ``{"lateness_s": [seconds, ...]}``). When no child
-wrote one, lateness is "not measured".
+``zread`` that supports it writes, at exit, how late each of its timers fired
+(:func:`read_lateness`: ``{"lateness_s": [seconds, ...]}``). When no child wrote one,
+lateness is "not measured".
 
 Must not: change what a process is asked to do beyond the client's answers, parse
 arguments or write to the terminal (progress goes to a callback).
