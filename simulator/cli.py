@@ -562,9 +562,11 @@ def _run_session(
     # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
     if args.files and args.command != "version":
         from simulator.hosts.files import FileStore
+        from statecharts import load_chart
 
         home = args.home or environ.get("HOME") or None
-        store = FileStore(home, args.project or os.getcwd())
+        project = (args.project or os.getcwd()) if load_chart(args.command).uses_project else None
+        store = FileStore(home, project)
     session = build_session(
         args.command,
         flags_of(args),
@@ -696,7 +698,7 @@ def main(
     try:
         return _dispatch(argv, name, stdin, stdout, err, environment)
     except ConfigurationError as error:  # the user's setup: one line, nothing changed
-        err.write(f"{name}: {error}\n")
+        err.write(f"{name}: {_one_line(str(error))}\n")
         return ExitCode(error.exit_code)
     except KeyboardInterrupt:
         return ExitCode.OK
@@ -705,15 +707,24 @@ def main(
         return ExitCode.OK
     except OSError as error:  # the environment's: a full disk, a stream that cannot be used
         where = f" ({error.filename})" if error.filename else ""
-        err.write(f"{name}: {error.strerror or error}{where}\n")
+        err.write(f"{name}: {_one_line(f'{error.strerror or error}{where}')}\n")
         return ExitCode.USAGE
     except Exception as error:  # the simulator's own bug: one line, never a traceback
-        err.write(f"{name}: internal error: {type(error).__name__}: {error}\n")
+        err.write(f"{name}: internal error: {type(error).__name__}: {_one_line(str(error))}\n")
         if os.environ.get("ZREAD_SIM_DEBUG"):
             import traceback
 
             traceback.print_exc(file=err)
         return ExitCode.INTERNAL
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+"""Control characters, as escapes: a name from a hostile file or directory (a newline,
+a terminal escape) cannot break the one line an error is, or reach the terminal."""
+
+
+def _one_line(text: str) -> str:
+    return text.translate(_CONTROL)
 
 
 class StreamClosedError(ConfigurationError):

@@ -106,29 +106,14 @@ class WikiSite:
         """wiki.json as zread writes it: keys in zread's order, ``group`` only when set,
         2-space indent, non-ASCII raw, no trailing newline; ``generated_at`` is the
         version's timestamp with a fraction drawn from the seed."""
-        import json
+        from simulator.formats import wiki as wf
 
         stamp = self.timestamp.removesuffix("Z")
         if "." not in stamp:  # Go's RFC 3339 with nanoseconds: no trailing zeros
             nanos = random.Random(f"zread-sim:{self.seed}:{self.version}").randrange(1, 10**9)
             stamp += "." + f"{nanos:09d}".rstrip("0")
-        document = {
-            "id": self.version,
-            "generated_at": f"{stamp}Z",
-            "language": self.language,
-            "pages": [
-                {
-                    "slug": page.slug,
-                    "title": page.title,
-                    "file": f"{page.slug}.md",
-                    "section": page.section,
-                    **({"group": page.group} if page.group else {}),
-                    "level": page.level,
-                }
-                for page in self.pages
-            ],
-        }
-        return json.dumps(document, indent=2, ensure_ascii=False).encode()
+        index = wf.wiki_index(self.version, f"{stamp}Z", self.language, self.pages)
+        return wf.encode_wiki(index)
 
 
 class BrowseModel(Driver):
@@ -269,6 +254,7 @@ class BrowseModel(Driver):
 
 CHART = {
     "name": "browse",
+    "project": True,  # reads and writes the project's .zread/wiki
     "model": "BrowseModel",
     "delays": [],
     "failures": ["server"],

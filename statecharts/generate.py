@@ -554,6 +554,7 @@ _PAGE_END = [
 
 CHART = {
     "name": "generate",
+    "project": True,  # reads and writes the project's .zread/wiki
     "model": "GenerateModel",
     "delays": ["page", "page_retry"],
     "failures": ["repository", "catalog", "page"],

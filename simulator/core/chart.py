@@ -161,6 +161,9 @@ class Chart(msgspec.Struct, frozen=True):
     transitions: tuple[TransitionSpec, ...]
     gates: tuple[tuple[str, str], ...]
     failures: tuple[str, ...]
+    uses_project: bool
+    """Whether the command reads or writes the project's ``.zread/wiki`` (the chart's
+    ``"project"``; other commands never open it)."""
     state_bits: Mapping[str, int]
     gate_bits: Mapping[tuple[str, str], int]
     failure_bits: Mapping[str, int]
@@ -252,6 +255,7 @@ def compile_chart(module: types.ModuleType, *, machine_cls: type[Machine] = Char
         transitions=specs,
         gates=gates,
         failures=failures,
+        uses_project=bool(data.get("project", False)),
         state_bits={state: 1 << i for i, state in enumerate(states)},
         gate_bits={gate: 1 << i for i, gate in enumerate(gates)},
         failure_bits={point: 1 << i for i, point in enumerate(failures)},

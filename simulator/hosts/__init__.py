@@ -1,8 +1,9 @@
 """Hosts: what a runner does for a session in the outside world.
 
 Owns: performing effects (:mod:`~simulator.hosts.effects`), the world kept across
-commands in zread's own files (:mod:`~simulator.hosts.files`, the store, and
-:mod:`~simulator.hosts.zreadfiles`, their formats), the wiki's HTTP server
+commands in zread's own files (:mod:`~simulator.hosts.files`, the store, with
+:mod:`~simulator.hosts.userfiles` for HOME and :mod:`~simulator.hosts.dirfd` for a
+project's directories; their bytes are :mod:`simulator.formats`'), the wiki's HTTP server
 (:mod:`~simulator.hosts.wikiserver`) and the ``zread`` executable writer
 (:mod:`~simulator.hosts.executable`).
 

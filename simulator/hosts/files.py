@@ -1,41 +1,49 @@
-"""The world kept in zread's own files: ``$HOME/.zread/`` and the project's ``.zread/``.
+"""The world kept in zread's own files: ``$HOME/.zread/`` and the project's ``.zread/wiki/``.
 
 Owns: :class:`FileStore`, the :class:`~simulator.hosts.effects.Store` a process uses
 unless ``--no-files``: what a session starts from is the scenario's world with what is
 on disk laid over it, and what a command does to the world is written where and how
-zread writes it (formats in :mod:`simulator.hosts.zreadfiles`).
+zread writes it (the bytes: :mod:`simulator.formats`; the user's side:
+:mod:`simulator.hosts.userfiles`). Each file is read once, bounded, when the session
+starts; what the store writes it keeps in memory and never reads back.
 
-- User side (``home/.zread/``, home being HOME or ``--home``): ``config.yaml`` is the
-  config ``config`` shows and ``generate`` uses (absent: the scenario's); ``login.json``
-  (or an ``llm.api_key`` in ``config.yaml``) means logged in. When ``.zread/`` does not
-  exist at all, the scenario's account and config stand in. Each run appends a line
-  to ``log/zread.log``.
-- Project side (``project/.zread/wiki/``): the versions, ``current`` and the draft are
-  the world's wikis and draft; with no ``.zread/wiki`` the scenario's stand in. A run
-  gives its draft an id (local time, the next free second) when the catalog is made,
-  writes ``drafts/wiki.json`` then each finished page; at the end the draft becomes
-  ``versions/<id>`` and ``current`` points at it; a run stopped midway leaves
-  ``drafts/`` as it is.
+The project's side (``project/.zread/wiki/``), which a cloned repository controls:
 
-Every change is a read-modify-write under the directory's lock, and every file is
-replaced whole (temporary file, rename), so many processes on one HOME or one project
-lose no update and never leave a torn file. A file that cannot be read is a
-:class:`FilesError` naming it (exit 2); nothing is rewritten over it.
+- No link is followed. Directories are opened by descriptor with ``O_NOFOLLOW``
+  (:mod:`simulator.hosts.dirfd`); a linked ``.zread``, ``wiki``, ``versions`` or
+  ``drafts`` is refused (:class:`~simulator.hosts.dirfd.LinkRefused`, exit 2) before
+  anything is written; a linked ``current`` or page file is replaced as a link; a
+  linked file is never read.
+- A draft's id is claimed by creating ``.draft-<id>`` beside ``drafts/`` exclusively
+  (``mkdir``; taken: the next second), so two runs never share an id; ``versions/``
+  only ever holds whole versions.
+- A run owns what it writes in by holding an ``flock`` on the directory's descriptor
+  for as long as it runs: ``drafts/``, as zread, or, when a live run already owns
+  ``drafts/``, its claim. A draft nobody holds is stale (its run quit or was killed):
+  ``-y`` and ``--draft clear`` remove it and its claim, ``--draft resume`` takes it
+  over and removes the temporary files a kill left in it.
+- At the end the draft holds wiki.json and the pages this run wrote (or resumed), and
+  wiki.json lists exactly those; then it is renamed to ``versions/<id>``, whole, and
+  ``current`` points at it. A run stopped midway leaves its draft and its claim.
+- Nothing else is ever created in the project: the lock is the ``flock`` on
+  ``.zread/wiki``'s own descriptor, temporary files live beside what they replace.
 
-Must not: write anywhere but ``home/.zread/`` and ``project/.zread/``. This module is
-where the wall clock is read, for a new version's id and time.
+Must not: write anywhere but ``home/.zread/`` and ``project/.zread/wiki/``. This module
+is where the wall clock is read, for a new version's id and time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
+import functools
 import os
-import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -47,9 +55,13 @@ from simulator.core.effects import (
     SaveLogin,
     WikiGenerated,
 )
-from simulator.core.errors import ConfigurationError
-from simulator.hosts import zreadfiles as zf
-from simulator.scenario.world import Account, Draft, PageSpec, Settings, WikiVersion, World
+from simulator.formats import wiki as wf
+from simulator.formats.bounds import LIMITS, FormatError
+from simulator.formats.ids import go_time, is_plain_name, next_version_id
+from simulator.hosts import dirfd
+from simulator.hosts.dirfd import FilesError
+from simulator.hosts.userfiles import UserFiles
+from simulator.scenario.world import Draft, PageSpec, WikiVersion, World
 
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
@@ -59,358 +71,501 @@ __all__ = ["DiskSite", "FileStore", "FilesError", "project_sources"]
 _SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
 _MAX_SOURCES = 400
 _MAX_SOURCE_BYTES = 1 << 20
-_INTEGER_FIELDS = ("max_concurrent", "max_retries")
-
-
-class FilesError(ConfigurationError):
-    """One of zread's files cannot be used: the message names it and why."""
+_DRAFTS = "drafts"
+_CLAIM = ".draft-"
+"""``.draft-<id>`` claims a draft's id (and holds the draft when a live run owns
+``drafts/``)."""
+_WIKI_PATH = (".zread", "wiki")
 
 
 def project_sources(project: Path) -> list[tuple[str, int]]:
     """The project's text files a page may cite: (relative path, line count), sorted;
-    hidden and tool directories skipped, at most a few hundred."""
+    hidden and tool directories skipped, links neither followed nor read, at most a
+    few hundred files of at most 1 MiB each."""
     found: list[tuple[str, int]] = []
     for root, dirs, files in os.walk(project):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            path = Path(root, name)
-            try:
-                if path.is_symlink() or path.stat().st_size > _MAX_SOURCE_BYTES:
+        try:
+            directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            for name in sorted(files):
+                data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
+                if data is None or len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
                     continue
-                data = path.read_bytes()
-            except OSError:
-                continue
-            if b"\0" in data[:8192]:
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            lines = len(text.splitlines())
-            if lines:
-                found.append((path.relative_to(project).as_posix(), lines))
-            if len(found) >= _MAX_SOURCES:
-                return found
+                try:
+                    lines = len(data.decode("utf-8").splitlines())
+                except UnicodeDecodeError:
+                    continue
+                if lines:
+                    found.append((Path(root, name).relative_to(project).as_posix(), lines))
+                if len(found) >= _MAX_SOURCES:
+                    return found
+        finally:
+            os.close(directory)
     return found
 
 
+@functools.lru_cache(maxsize=4096)
+def _page_bytes(
+    page: Page,
+    language: str,
+    seed: int,
+    catalog: tuple[Page, ...],
+    sources: tuple[tuple[str, int], ...],
+) -> bytes:
+    """A page file's bytes. The same seed, catalog and sources give the same page, so a
+    test suite's many runs on one scenario draw each page once."""
+    from simulator.scenario import wiki
+
+    others = [(p.title, p.slug) for p in catalog if p.slug != page.slug]
+    text = wiki.page_markdown(
+        page,
+        language="zh" if language == "zh" else "en",
+        seed=seed,
+        others=others,
+        sources=sources,
+    )
+    return text.encode("utf-8")
+
+
+class _Run:
+    """The draft one generate run writes: the directory it writes in (``drafts/``, or
+    its claim), the claim ``.draft-<id>`` that holds its id, both held locked by
+    descriptor for as long as the run goes on, and what it wrote."""
+
+    def __init__(self, wiki_id: str, generated_at: str, claim: int) -> None:
+        self.id = wiki_id
+        self.generated_at = generated_at
+        self.claim = claim
+        self.name = claim_name(wiki_id)
+        self.fd = claim
+        self.written: set[str] = set()
+
+    def write_in(self, name: str, fd: int) -> None:
+        """Write the draft in ``name`` (``drafts/``), not in the claim."""
+        self.name, self.fd = name, fd
+
+    def close(self) -> None:
+        """Let the locks go (closing a descriptor does); what is on disk stays."""
+        for fd in {self.fd, self.claim}:
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.claim = -1
+
+
+def claim_name(wiki_id: str) -> str:
+    """The directory that claims a draft's id, beside ``drafts/``."""
+    return f"{_CLAIM}{wiki_id}"
+
+
 class FileStore:
-    """The world in ``home/.zread/`` (None: no user side) and ``project/.zread/``."""
+    """The world in ``home/.zread/`` (None: no user side) and ``project/.zread/wiki/``
+    (None: the command does not touch the project)."""
 
     def __init__(
         self,
         home: str | os.PathLike[str] | None,
-        project: str | os.PathLike[str],
+        project: str | os.PathLike[str] | None,
         *,
         clock: Callable[[], dt.datetime] = dt.datetime.now,
     ) -> None:
-        self.home = Path(home) if home is not None else None
-        self.project = Path(project)
+        self.user = UserFiles(Path(home), clock=clock) if home is not None else None
+        self.project = Path(project) if project is not None else None
         self._clock = clock
         self._seed = 0
         self._catalog: tuple[Page, ...] = ()
         self._language = "en"
-        self._draft_id = ""
-        self._generated_at = ""
-        self._finished: list[str] = []
-        self._written: set[str] = set()
-        """The slugs of the pages this run finished (or resumed): its version's pages."""
-        self._sources: list[tuple[str, int]] | None = None
+        self._draft: wf.WikiIndex | None = None
+        """The draft in ``drafts/`` when the session started, as read then."""
+        self._draft_files: set[str] = set()
+        self._run: _Run | None = None
+        self._sources: tuple[tuple[str, int], ...] | None = None
+        self._wiki_fd = -1
 
     # -- what a session starts from ----------------------------------------------------
 
     def world(self, base: World, *, seed: int = 0) -> World:
         """``base`` with the files laid over it (see the module docstring)."""
         self._seed = seed
-        world = self._user_side(base)
+        world = self.user.world(base) if self.user is not None else base
         world = self._project_side(world)
-        if world.draft is not None:
-            self._draft_id, self._finished = world.draft.id, list(world.draft.finished)
         self.log(f"start: seed {seed}, project {self.project}")
         return world
 
-    def _user_side(self, world: World) -> World:
-        if self.home is None:
-            return world
-        user = zf.user_dir(self.home)
-        if not user.is_dir():
-            return world
-        config_file = zf.config_path(self.home)
-        doc = self._read(config_file, zf.read_config) if config_file.exists() else None
-        config = world.config
-        if doc is not None:
-            config = self._settings(config, zf.config_values(doc), config_file)
-        login_file = zf.login_path(self.home)
-        login = self._read(login_file, zf.decode_login) if login_file.exists() else None
-        has_key = bool(doc is not None and zf.config_values(doc).get("llm_api_key"))
-        # Logged in by an API key alone is nobody's account: no username to show.
-        username = "" if login is None else login.username or world.account.username
-        account = Account(username=username, logged_in=login is not None or has_key)
-        return msgspec.structs.replace(world, config=config, account=account)
-
-    def _settings(self, base: Settings, values: dict[str, str], where: Path) -> Settings:
-        known = {k: v for k, v in values.items() if k in Settings.__struct_fields__}
-        fields: dict[str, Any] = dict(known)
-        try:
-            for key in _INTEGER_FIELDS:
-                if key in fields:
-                    fields[key] = int(fields[key])
-            return msgspec.structs.replace(base, **fields)
-        except (ValueError, TypeError) as err:
-            raise FilesError(f"{where}: {err}") from None
-
     def _project_side(self, world: World) -> World:
-        wiki_dir = zf.wiki_dir(self.project)
-        if not wiki_dir.is_dir():
+        wiki_fd = self._open_wiki(create=False)
+        if wiki_fd is None:
             return world
-        current_file = zf.current_path(self.project)
         current = None
-        if current_file.exists():
-            current = self._read(current_file, zf.decode_current)
-        wikis = []
-        versions = zf.versions_dir(self.project)
-        for entry in sorted(versions.iterdir()) if versions.is_dir() else ():
-            index_file = zf.wiki_json_path(entry)
-            if entry.is_dir() and index_file.exists():
-                index = self._read(index_file, zf.decode_wiki)
-                wikis.append(
-                    WikiVersion(
-                        id=index.id, timestamp=index.generated_at, current=index.id == current
-                    )
-                )
+        data = dirfd.read_file(wiki_fd, "current", LIMITS["current"])
+        if data is not None:
+            try:
+                current = wf.decode_current(data, self._where("current"))
+            except FormatError as err:
+                raise FilesError(str(err)) from None
+        wikis = [
+            WikiVersion(id=index.id, timestamp=index.generated_at, current=index.id == current)
+            for index in self._versions(wiki_fd)
+        ]
         draft: Draft | None = None
         project = world.project
-        draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
-        if draft_file.exists():
-            index = self._read(draft_file, zf.decode_wiki)
-            drafts = zf.drafts_dir(self.project)
-            finished = [p.slug for p in index.pages if (drafts / p.file).exists()]
-            draft = Draft(done=len(finished), id=index.id, finished=finished)
-            specs = [
-                PageSpec(title=p.title, section=p.section, group=p.group, level=p.level)
-                for p in index.pages
-            ]
-            if specs:
-                project = msgspec.structs.replace(project, pages=specs)
+        drafts = dirfd.open_dir(wiki_fd, _DRAFTS, self._where(_DRAFTS))
+        if drafts is not None:
+            try:
+                index = self._read_index(drafts, self._where(_DRAFTS, wf.WIKI_JSON))
+                files = {name for name, regular, _ in dirfd.entries(drafts) if regular}
+            finally:
+                os.close(drafts)
+            if index is not None:
+                self._draft, self._draft_files = index, files
+                finished = [p.slug for p in index.pages if p.file in files]
+                draft = Draft(done=len(finished), id=index.id, finished=finished)
+                specs = [
+                    PageSpec(title=p.title, section=p.section, group=p.group, level=p.level)
+                    for p in index.pages
+                ]
+                if specs:
+                    project = msgspec.structs.replace(project, pages=specs)
         return msgspec.structs.replace(world, wikis=wikis, draft=draft, project=project)
 
-    def _read(self, path: Path, decode: Callable[[bytes], Any]) -> Any:
+    def _versions(self, wiki_fd: int) -> Iterator[wf.WikiIndex]:
+        """The versions on disk, by id; a directory without a wiki.json (an id a run
+        claimed) is none."""
+        versions = dirfd.open_dir(wiki_fd, "versions", self._where("versions"))
+        if versions is None:
+            return
         try:
-            return decode(path.read_bytes())
+            for name, _, is_dir in sorted(dirfd.entries(versions)):
+                if not is_dir:
+                    continue
+                version = dirfd.open_dir(versions, name, self._where("versions", name))
+                if version is None:  # pragma: no cover - removed while listed
+                    continue
+                try:
+                    index = self._read_index(version, self._where("versions", name, wf.WIKI_JSON))
+                finally:
+                    os.close(version)
+                if index is not None:
+                    yield index
+        finally:
+            os.close(versions)
+
+    def _read_index(self, directory: int, where: str) -> wf.WikiIndex | None:
+        data = dirfd.read_file(directory, wf.WIKI_JSON, LIMITS["wiki.json"])
+        try:
+            return None if data is None else wf.decode_wiki(data, where)
+        except FormatError as err:
+            raise FilesError(str(err)) from None
+
+    def _where(self, *parts: str) -> str:
+        assert self.project is not None
+        return str(self.project.joinpath(*_WIKI_PATH, *parts))
+
+    def _open_wiki(self, *, create: bool) -> int | None:
+        """``project/.zread/wiki``'s descriptor, kept open (None: no project side, or
+        none on disk and not ``create``)."""
+        if self._wiki_fd >= 0:
+            return self._wiki_fd
+        if self.project is None:
+            return None
+        try:
+            if create:  # the project named may not exist yet: a test's directory
+                self.project.mkdir(parents=True, exist_ok=True)
+            project = os.open(self.project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
         except OSError as err:
-            raise FilesError(f"{path}: cannot read: {err.strerror}") from None
-        except ValueError as err:
-            raise FilesError(f"{path}: {err}") from None
+            raise FilesError(f"{self.project}: cannot open the project: {err.strerror}") from None
+        try:
+            top = dirfd.open_dir(project, ".zread", str(self.project / ".zread"), create=create)
+        finally:
+            os.close(project)
+        if top is None:
+            return None
+        try:
+            wiki = dirfd.open_dir(top, "wiki", self._where(), create=create)
+        finally:
+            os.close(top)
+        if wiki is not None:
+            self._wiki_fd = wiki
+        return wiki
 
     # -- what a command changes --------------------------------------------------------
 
     def apply(self, effect: object) -> None:
         """Write what a persisted effect says, where zread writes it."""
-        if isinstance(effect, SaveConfig):
-            self._save_config(effect)
-        elif isinstance(effect, SaveLogin):
-            self._save_login(effect)
+        if isinstance(effect, PageWritten):
+            self._page_written(effect)
         elif isinstance(effect, CatalogReady):
             self._catalog_ready(effect)
-        elif isinstance(effect, PageWritten):
-            self._page_written(effect)
         elif isinstance(effect, WikiGenerated):
             self._commit(effect)
         elif isinstance(effect, DraftLeft):
-            self.log(f"draft left: {effect.done} pages done, id {self._draft_id}")
-
-    def _save_config(self, effect: SaveConfig) -> None:
-        if self.home is None:
-            return
-        path = zf.config_path(self.home)
-        with self._user_lock():
-            if path.exists():
-                doc = self._read(path, zf.read_config)
-                changed = {
-                    key: value
-                    for key, value in effect.values.items()
-                    if effect.initial.get(key) != value
-                }
-            else:
-                doc, changed = zf.default_config(), dict(effect.values)
-            zf.write_atomic(path, zf.encode_config(zf.update_config(doc, changed)), 0o600)
-        self.log(f"config saved: {', '.join(sorted(changed)) or 'nothing changed'}")
-
-    def _save_login(self, effect: SaveLogin) -> None:
-        if self.home is None:
-            return
-        data = zf.encode_login(effect.username, effect.region, effect.model)
-        with self._user_lock():
-            zf.write_atomic(zf.login_path(self.home), data, 0o600)
-        self.log(f"logged in: {effect.username} ({effect.region}, {effect.model})")
+            self._leave(effect)
+        elif self.user is not None and isinstance(effect, SaveConfig | SaveLogin):
+            self.user.apply(effect)
 
     def _catalog_ready(self, effect: CatalogReady) -> None:
         self._catalog, self._language = effect.pages, effect.language
-        self._written = set()
-        if effect.resumed and self._draft_id:
-            self._written = set(self._finished)
-            return  # the draft on disk goes on, with its id and its pages
-        drafts = zf.drafts_dir(self.project)
-        with self._project_lock():
-            now = self._clock()
-            self._draft_id = zf.next_free_id(now, self._ids_taken())
-            self._generated_at = self._time(now)
-            if drafts.exists():
-                shutil.rmtree(drafts)  # a draft started over, or cleared
-            drafts.mkdir(parents=True)
+        wiki_fd = self._open_wiki(create=True)
+        assert wiki_fd is not None
+        resumed = effect.resumed and self._draft is not None
+        with dirfd.flock(wiki_fd):
+            if resumed:
+                assert self._draft is not None
+                self._run = self._resume(wiki_fd, self._draft)
+            else:
+                self._run = self._start(wiki_fd)
+        run = self._run
+        if resumed:
+            self.log(f"draft {run.id} resumed: {len(run.written)} pages already written")
+        else:
             index = self._index(effect.pages)
-            zf.write_atomic(zf.wiki_json_path(drafts), zf.encode_wiki(index))
-        self.log(f"catalog ready: {len(effect.pages)} pages, draft {self._draft_id}")
+            dirfd.replace_file(run.fd, wf.WIKI_JSON, wf.encode_wiki(index))
+            self.log(f"catalog ready: {len(effect.pages)} pages, draft {run.id} in {run.name}")
 
-    def _ids_taken(self) -> set[str]:
-        """The versions' ids, and the draft's: another run may be writing it."""
-        taken = {entry.name for entry in _dirs(zf.versions_dir(self.project))}
-        draft = self._draft_on_disk()
-        return taken | {draft} if draft is not None else taken
+    def _start(self, wiki_fd: int) -> _Run:
+        """A new draft: the drafts nobody holds removed, an id claimed, ``drafts/``
+        owned when no live run holds it (else the draft is written in the claim)."""
+        self._remove_stale(wiki_fd)
+        now = self._clock()
+        wiki_id, claim = self._claim_id(wiki_fd, now)
+        run = _Run(wiki_id, self._time(now), claim)
+        drafts = self._own(wiki_fd, _DRAFTS, create=True)
+        if drafts is not None:
+            run.write_in(_DRAFTS, drafts)
+        return run
+
+    def _resume(self, wiki_fd: int, draft: wf.WikiIndex) -> _Run:
+        """The draft on disk goes on: owned, its id claimed again, cleaned of the
+        temporary files a killed run left."""
+        drafts = self._own(wiki_fd, _DRAFTS, create=False)
+        if drafts is None:
+            raise FilesError(
+                f"{self._where(_DRAFTS)}: another zread run is writing this draft; "
+                "wait for it to end, or start over with --draft clear"
+            )
+        claim = self._own(wiki_fd, claim_name(draft.id), create=True)
+        if claim is None:  # pragma: no cover - only the owner of drafts/ claims its id
+            os.close(drafts)
+            raise FilesError(f"{self._where(claim_name(draft.id))}: held by another run")
+        for name, _, _ in list(dirfd.entries(drafts)):
+            if dirfd.is_temp(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=drafts)
+        run = _Run(draft.id, draft.generated_at, claim)
+        run.write_in(_DRAFTS, drafts)
+        run.written = {p.slug for p in draft.pages if p.file in self._draft_files}
+        return run
+
+    def _own(self, wiki_fd: int, name: str, *, create: bool) -> int | None:
+        """Directory ``name``'s descriptor with its lock held, or None when a live run
+        holds it. ``create``: made when missing."""
+        fd = dirfd.open_dir(wiki_fd, name, self._where(name), create=create)
+        if fd is None:
+            return None
+        if not dirfd.try_flock(fd):
+            os.close(fd)
+            return None
+        return fd
+
+    def _remove_stale(self, wiki_fd: int) -> None:
+        """Remove every draft and claim no live run holds: their runs quit or were
+        killed, and this run starts over."""
+        for name, _, is_dir in list(dirfd.entries(wiki_fd)):
+            if is_dir and (name == _DRAFTS or name.startswith(_CLAIM)):
+                fd = self._own(wiki_fd, name, create=False)
+                if fd is not None:
+                    os.close(fd)
+                    dirfd.remove_tree(wiki_fd, name)
+
+    def _claim_id(self, wiki_fd: int, now: dt.datetime) -> tuple[str, int]:
+        """The id of the first free second at or after ``now`` (free: no version and no
+        live claim has it), claimed by creating ``.draft-<id>`` exclusively; with the
+        claim's descriptor, locked."""
+        taken = {name.removeprefix(_CLAIM) for name, _, _ in dirfd.entries(wiki_fd)}
+        versions = dirfd.open_dir(wiki_fd, "versions", self._where("versions"))
+        if versions is not None:
+            try:
+                taken.update(name for name, _, _ in dirfd.entries(versions))
+            finally:
+                os.close(versions)
+        skip = 0
+        while True:
+            wiki_id = next_version_id(now, taken, skip)
+            try:
+                os.mkdir(claim_name(wiki_id), 0o755, dir_fd=wiki_fd)
+            except FileExistsError:
+                skip += 1
+                continue
+            claim = self._own(wiki_fd, claim_name(wiki_id), create=False)
+            if claim is not None:
+                return wiki_id, claim
+            skip += 1  # pragma: no cover - taken over between the mkdir and the lock
 
     def _time(self, now: dt.datetime) -> str:
-        return zf.go_time(now.astimezone(dt.UTC), time.time_ns() % 1_000_000_000)
+        return go_time(now.astimezone(dt.UTC), time.time_ns() % 1_000_000_000)
 
-    def _index(self, pages: tuple[Page, ...] | list[Page]) -> zf.WikiIndex:
-        return zf.WikiIndex(
-            id=self._draft_id,
-            generated_at=self._generated_at or self._time(self._clock()),
-            language="zh" if self._language == "zh" else "en",
-            pages=[zf.page_entry(page) for page in pages],
-        )
-
-    def _draft_on_disk(self) -> str | None:
-        """The id of the draft in ``drafts/``, or None. Another run in the same project
-        may have started its own over this run's (zread keeps one draft per project)."""
-        draft_file = zf.wiki_json_path(zf.drafts_dir(self.project))
-        try:
-            return zf.decode_wiki(draft_file.read_bytes()).id
-        except (OSError, ValueError):
-            return None
+    def _index(self, pages: tuple[Page, ...] | list[Page]) -> wf.WikiIndex:
+        assert self._run is not None
+        return wf.wiki_index(self._run.id, self._run.generated_at, self._language, pages)
 
     def _markdown(self, page: Page) -> bytes:
-        from simulator.scenario import wiki
-
         if self._sources is None:
-            self._sources = project_sources(self.project)
-        others = [(p.title, p.slug) for p in self._catalog if p.slug != page.slug]
-        text = wiki.page_markdown(
-            page,
-            language="zh" if self._language == "zh" else "en",
-            seed=self._seed,
-            others=others,
-            sources=self._sources,
-        )
-        return text.encode("utf-8")
+            assert self.project is not None
+            self._sources = tuple(project_sources(self.project))
+        return _page_bytes(page, self._language, self._seed, self._catalog, self._sources)
 
     def _page_written(self, effect: PageWritten) -> None:
-        if not 1 <= effect.page_id <= len(self._catalog):
+        run = self._run
+        if run is None or not 1 <= effect.page_id <= len(self._catalog):
             return
         page = self._catalog[effect.page_id - 1]
-        self._written.add(page.slug)
-        data = self._markdown(page)
-        with self._project_lock():
-            if self._draft_on_disk() == self._draft_id:  # else another run took the draft over
-                drafts = zf.drafts_dir(self.project)
-                zf.write_atomic(drafts / zf.page_file(page.slug), data)
+        dirfd.replace_file(run.fd, wf.page_file(page.slug), self._markdown(page))
+        run.written.add(page.slug)
 
     def _commit(self, effect: WikiGenerated) -> None:
-        drafts = zf.drafts_dir(self.project)
-        draft_file = zf.wiki_json_path(drafts)
-        with self._project_lock():
-            if self._draft_on_disk() == self._draft_id:
-                index = self._read(draft_file, zf.decode_wiki)
-                written = [p for p in index.pages if (drafts / p.file).exists()]
-                if len(written) != len(index.pages):  # skip_all: only the pages written
-                    index = msgspec.structs.replace(index, pages=written)
-                    zf.write_atomic(draft_file, zf.encode_wiki(index))
-                target = zf.version_dir(self.project, index.id)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(drafts, target)
-            else:  # the draft was taken over: the version is written from this run's pages
-                index = self._commit_from_memory()
-                written = index.pages
-            zf.write_atomic(zf.current_path(self.project), zf.encode_current(index.id))
-        self.log(f"wiki {index.id}: {len(written)} of {effect.pages_total} pages, now current")
+        run = self._run
+        if run is None:
+            return
+        pages = [page for page in self._catalog if page.slug in run.written]
+        keep = {wf.WIKI_JSON, *(wf.page_file(page.slug) for page in pages)}
+        for name, _, is_dir in list(dirfd.entries(run.fd)):
+            if name not in keep:  # a temporary file a kill left, or anything not this run's
+                if is_dir:
+                    dirfd.remove_tree(run.fd, name)
+                else:
+                    os.unlink(name, dir_fd=run.fd)
+        if len(pages) != len(self._catalog):  # skip_all: only the pages written
+            dirfd.replace_file(run.fd, wf.WIKI_JSON, wf.encode_wiki(self._index(pages)))
+        wiki_fd = self._open_wiki(create=True)
+        assert wiki_fd is not None
+        with dirfd.flock(wiki_fd):
+            versions = dirfd.open_dir(wiki_fd, "versions", self._where("versions"), create=True)
+            assert versions is not None
+            try:
+                os.rename(run.name, run.id, src_dir_fd=wiki_fd, dst_dir_fd=versions)
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise FilesError(
+                    f"{self._where('versions', run.id)}: written by another program "
+                    f"meanwhile; the draft stays in {self._where(run.name)}"
+                ) from None
+            finally:
+                os.close(versions)
+            if run.name != claim_name(run.id):  # the claim, left empty, goes too
+                with contextlib.suppress(OSError):
+                    os.rmdir(claim_name(run.id), dir_fd=wiki_fd)
+            dirfd.replace_file(wiki_fd, "current", wf.encode_current(run.id))
+        run.close()
+        self._run = None
+        self.log(f"wiki {run.id}: {len(pages)} of {effect.pages_total} pages, now current")
 
-    def _commit_from_memory(self) -> zf.WikiIndex:
-        if zf.version_dir(self.project, self._draft_id).exists():
-            self._draft_id = zf.next_free_id(self._clock(), self._ids_taken())
-        pages = [page for page in self._catalog if page.slug in self._written]
-        index = self._index(pages)
-        staging = zf.project_dir(self.project) / f".version-{os.getpid()}-{self._draft_id}"
-        staging.mkdir(parents=True, exist_ok=True)
-        for page in pages:
-            zf.write_atomic(staging / zf.page_file(page.slug), self._markdown(page))
-        zf.write_atomic(zf.wiki_json_path(staging), zf.encode_wiki(index))
-        target = zf.version_dir(self.project, index.id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging, target)
-        return index
-
-    def _user_lock(self) -> Any:
-        assert self.home is not None
-        user = zf.user_dir(self.home)
-        user.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return zf.locked(user)
-
-    def _project_lock(self) -> Any:
-        top = zf.project_dir(self.project)
-        top.mkdir(parents=True, exist_ok=True)
-        return zf.locked(top)
+    def _leave(self, effect: DraftLeft) -> None:
+        run, self._run = self._run, None
+        if run is not None:
+            run.close()
+            self.log(f"draft left: {effect.done} pages done, id {run.id} in {run.name}")
 
     # -- what browse serves --------------------------------------------------------------
 
     def site(self, version: str) -> DiskSite | None:
         """Version ``version`` of the project's wiki as it is on disk, or None when the
         project has no such version (the scenario's wiki stands in)."""
-        directory = zf.version_dir(self.project, version) if version else None
-        if directory is None or not zf.wiki_json_path(directory).is_file():
+        if self.project is None or not is_plain_name(version):
             return None
-        return DiskSite(self.project.name, directory)
+        return DiskSite.open(self.project, version)
 
     # -- the rest ------------------------------------------------------------------------
 
     def log(self, line: str) -> None:
-        """Append a line to ``log/zread.log``, as zread logs (only where ``.zread/``
-        exists or is being written to)."""
-        if self.home is None or not zf.user_dir(self.home).is_dir():
-            return
-        stamp = self._clock().astimezone().isoformat(timespec="seconds")
-        with contextlib.suppress(OSError):  # a log line is never worth a failed run
-            zf.append_log(zf.log_path(self.home), f"{stamp} zread-sim {line}")
+        """Append a line to ``log/zread.log`` (where the user has a ``.zread/``)."""
+        if self.user is not None:
+            self.user.log(line)
 
     def close(self) -> None:
-        """Nothing is held between writes."""
-
-
-def _dirs(path: Path) -> Iterator[Path]:
-    if path.is_dir():
-        yield from (entry for entry in path.iterdir() if entry.is_dir())
+        """Let go of the draft this run holds (it stays on disk) and of the directories."""
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+        if self._wiki_fd >= 0:
+            os.close(self._wiki_fd)
+            self._wiki_fd = -1
 
 
 class DiskSite:
     """One version of the project's wiki served from its files (see
     :class:`~simulator.hosts.wikiserver.Site`): the index is its wiki.json, a page is its
-    ``.md`` file, read when asked for."""
+    ``.md`` file, read when asked for, each time from the project down without
+    following a link; a page that is not a regular file reached so is not served (the
+    server answers 404) and a line on stderr says why."""
 
-    def __init__(self, project: str, directory: Path) -> None:
-        self.project = project
-        self._directory = directory
-        self._json = zf.wiki_json_path(directory).read_bytes()
-        index = zf.decode_wiki(self._json)
+    def __init__(self, project: Path, version: str, wiki_json: bytes, index: wf.WikiIndex) -> None:
+        self.project = project.name
+        self._path = project
+        self._version_dir = version
+        self._json = wiki_json
         self.version = index.id
         self.pages = tuple(index.pages)
         self._files = {page.slug: page.file for page in index.pages}
+
+    @classmethod
+    def open(cls, project: Path, version: str) -> DiskSite | None:
+        """The version's site, or None when it has no readable wiki.json there."""
+        data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
+        if data is None:
+            return None
+        where = project.joinpath(*_WIKI_PATH, "versions", version, wf.WIKI_JSON)
+        return cls(project, version, data, wf.decode_wiki(data, str(where)))
 
     def markdown(self, slug: str) -> str | None:
         name = self._files.get(slug)
         if name is None:
             return None
+        parts = ("versions", self._version_dir, name)
         try:
-            return (self._directory / name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = _read_in_wiki(self._path, parts, LIMITS["page"])
+        except OSError:
+            data = None
+        where = self._path.joinpath(*_WIKI_PATH, *parts)
+        if data is None:
+            print(f"zread-sim: browse: {where}: not served: not a regular file", file=sys.stderr)
+            return None
+        if len(data) > LIMITS["page"]:
+            print(f"zread-sim: browse: {where}: not served: over 8 MiB", file=sys.stderr)
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            print(f"zread-sim: browse: {where}: not served: not UTF-8", file=sys.stderr)
             return None
 
     def wiki_json(self) -> bytes:
         return self._json
+
+
+def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes | None:
+    """A file below ``project/.zread/wiki`` reached through no link, or None."""
+    try:
+        fd: int | None = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for name in (*_WIKI_PATH, *parts[:-1]):
+        assert fd is not None
+        try:
+            child = dirfd.open_dir(fd, name, name)
+        except dirfd.LinkRefused:
+            child = None
+        finally:
+            os.close(fd)
+        if child is None:
+            return None
+        fd = child
+    assert fd is not None
+    try:
+        return dirfd.read_file(fd, parts[-1], limit)
+    finally:
+        os.close(fd)

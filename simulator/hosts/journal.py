@@ -159,11 +159,12 @@ class JournalWriter:
     def open(
         cls, path: str, *, warn: Callable[[str], None], pid: int | None = None
     ) -> JournalWriter:
-        """Open ``path`` to append (created if missing); JournalError if it cannot be.
-        ``warn`` is given the one line to say when a later write fails."""
+        """Open ``path`` to append (created if missing, 0600: a journal holds what the
+        client sent, secrets included); JournalError if it cannot be. ``warn`` is given
+        the one line to say when a later write fails."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags, 0o666)
+            fd = os.open(path, flags, 0o600)
         except OSError as err:
             raise JournalError(f"journal {path}: {err.strerror or err}") from None
         return cls(fd, path, pid=os.getpid() if pid is None else pid, warn=warn)

@@ -278,8 +278,9 @@ def start(
     where = project if project is not None else home
     if where is not None:
         from simulator.hosts.files import FileStore
+        from statecharts import load_chart
 
-        store = FileStore(home, where)
+        store = FileStore(home, where if load_chart(command).uses_project else None)
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
     return SimSession(session, effects=EffectHost(home=store), peer=peer)
 

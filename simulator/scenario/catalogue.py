@@ -12,6 +12,7 @@ Must not: draw random numbers, read the clock, or write anything.
 # No `from __future__ import annotations` here: msgspec resolves these Structs'
 # annotations when a scenario is first loaded, and each one left a string costs a
 # compile and an eval at start-up.
+import functools
 import os
 import re
 import tomllib
@@ -21,6 +22,7 @@ from typing import Any
 import msgspec
 
 from simulator.core.errors import ConfigurationError
+from simulator.formats.bounds import LIMITS, FormatError, check_size
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay
@@ -83,6 +85,14 @@ def builtin_text(name: str) -> str:
         return f.read()
 
 
+@functools.cache
+def _builtin_data(name: str) -> dict[str, Any]:
+    """A built-in scenario's TOML, parsed once per process (a test suite starts many
+    sessions on one scenario, and parsing is half of what starting one costs). Shared:
+    :func:`load_scenario` only reads it (its merge copies the tables it changes)."""
+    return tomllib.loads(builtin_text(name))
+
+
 def _is_path(ref: str) -> bool:
     return ref.endswith(".toml") or "/" in ref or os.sep in ref
 
@@ -92,18 +102,25 @@ def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
     if _is_path(ref):
         path = ref if base is None else os.path.join(base, ref)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                data = f.read(LIMITS["scenario"] + 1)
+            check_size(data, "scenario", f"scenario {ref}")
+            text = data.decode("utf-8")
         except OSError as err:
             raise ScenarioError(f"scenario {ref}: cannot read: {err.strerror}") from None
+        except UnicodeDecodeError as err:
+            raise ScenarioError(f"scenario {ref}: not UTF-8: {err.reason}") from None
+        except FormatError as err:
+            raise ScenarioError(str(err)) from None
         origin = path
     else:
-        text = builtin_text(ref)
-        origin = f"built-in {ref}"
+        return f"built-in {ref}", _builtin_data(ref)
     try:
         return origin, tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"scenario {origin}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ScenarioError(f"scenario {origin}: nested too deep to read") from None
 
 
 _WHOLE_VALUES = {("timing",)}

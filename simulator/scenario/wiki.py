@@ -7,14 +7,7 @@ catalog is the one browse serves; the pages a scenario lists by hand
 (``[[world.project.pages]]``); each page's slug (zread's: ``<n>-`` and the slugified
 title, which the vm's ``tasks[].slug``, the page file and wiki.json all use); the
 markdown of a page as zread writes it; and the ids and dates of the scenario's earlier
-wikis. The slug and the version id live here rather than with the file formats
-(``simulator.hosts.zreadfiles`` re-exports them) because the scenario's drawn wikis
-need them and this layer may not import hosts.
-
-Slugs come from python-slugify (``lowercase=True``, ``regex_pattern=r'[^-a-z0-9_]+'``),
-which reproduces every slug seen in zread's output: Chinese becomes pinyin through
-text-unidecode, ASCII letters run into the first syllable, underscores stay. It costs
-~16 ms to import, so it is imported on the first slug.
+wikis. Slugs and version ids are :mod:`simulator.formats.ids`' (re-exported here).
 
 The wiki's language is the config's ``language`` (:func:`wiki_language`: ``zh...`` is
 Chinese, anything else English), as zread takes it from ``config.yaml``. A Chinese
@@ -45,7 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from simulator.scenario.world import LEVELS, PageSpec
+from simulator.formats.ids import slug, version_id
+from simulator.formats.wiki import LEVELS
+from simulator.scenario.world import PageSpec
 
 if TYPE_CHECKING:
     from simulator.scenario.world import World
@@ -68,8 +63,6 @@ __all__ = [
 Language = Literal["en", "zh"]
 LANGUAGES: tuple[Language, ...] = ("en", "zh")
 """The languages a wiki may be written in (wiki.json's ``language``)."""
-
-_VERSION_ID_FORMAT = "%Y-%m-%d-%H%M%S"
 
 # -- vocabulary ----------------------------------------------------------------------------
 # A topic: (English title, Chinese title, tier, group). Tier 0 is the Beginner section,
@@ -186,44 +179,11 @@ def _faker() -> Any:
     return Faker("en_US")
 
 
-@functools.cache
-def _slugify() -> Callable[..., str]:
-    from slugify import slugify
-
-    return slugify
-
-
 def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(":".join(map(str, ("zread-sim", seed, "wiki", *parts))))
 
 
 # -- slugs, ids, language ------------------------------------------------------------------
-
-
-def slug(n: int, title: str) -> str:
-    """zread's slug of the ``n``-th page (1-based) titled ``title``.
-
-    ``项目概览`` at 1 is ``1-xiang-mu-gai-lan``; ``Quick Start`` at 2 is
-    ``2-quick-start``. Two pages of one wiki never share a slug, whatever their titles:
-    their ``n`` differ. A title with nothing to keep (``"!!!"``) gives ``"<n>-"``, the
-    formula applied as it stands.
-    """
-    if n < 1:
-        raise ValueError(f"page numbers start at 1, not {n}")
-    return f"{n}-" + _title_slug(title)
-
-
-@functools.lru_cache(maxsize=4096)
-def _title_slug(title: str) -> str:
-    """The slug of a title (without its number): drawn titles come from a few hundred,
-    and python-slugify takes ~15 us for one; a load run makes thousands of catalogs."""
-    return str(_slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+"))
-
-
-def version_id(local: dt.datetime) -> str:
-    """zread's id of a wiki version made at ``local`` (wall-clock time, kept as given):
-    ``YYYY-MM-DD-HHMMSS``."""
-    return local.strftime(_VERSION_ID_FORMAT)
 
 
 def wiki_language(config_language: str) -> Language:

@@ -16,6 +16,9 @@ from typing import Literal
 
 import msgspec
 
+from simulator.formats.ids import is_plain_name
+from simulator.formats.wiki import LEVELS
+
 __all__ = [
     "LEVELS",
     "MAX_PAGES",
@@ -29,9 +32,6 @@ __all__ = [
     "WikiVersion",
     "World",
 ]
-
-LEVELS = ("Beginner", "Intermediate", "Advanced")
-"""The reading levels a wiki page may have (wiki.json's ``level``)."""
 
 MAX_PAGES = 5000
 """The most pages a scenario's wiki may have."""
@@ -152,6 +152,9 @@ class WikiVersion(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     timestamp: str = ""
     current: bool = False
 
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+
 
 class Draft(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A generation left half done: its first ``done`` catalog pages are finished, or,
@@ -165,6 +168,19 @@ class Draft(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.done < 0:
             raise ValueError("done must be >= 0")
+        _check_id(self.id)
+        for name in self.finished:
+            if not is_plain_name(name):
+                raise ValueError(f"finished: {name!r} is not a page slug (a plain file name)")
+
+
+def _check_id(wiki_id: str) -> None:
+    """A wiki id names a directory: one plain name, checked when the scenario loads."""
+    if wiki_id and not is_plain_name(wiki_id):
+        raise ValueError(
+            f"id {wiki_id!r} is not a wiki id: one file name, without '/', '\\', "
+            "spaces or control characters, not '.' or '..'"
+        )
 
 
 class World(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

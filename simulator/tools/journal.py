@@ -33,6 +33,7 @@ import msgspec
 from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
 from simulator.core.session import JournalEntry
+from simulator.formats.bounds import LIMITS, FormatError, check_json_nesting, check_size
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, Line, Record, Start
 
 __all__ = [
@@ -103,7 +104,10 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
         if not raw.strip():
             continue
         try:
+            check_json_nesting(raw, f"{where}: line {number}")
             record = _DECODER.decode(raw)
+        except FormatError as err:
+            raise JournalReadError(str(err)) from None
         except msgspec.DecodeError as err:
             raise JournalReadError(
                 f"{where}: line {number} is not a journal record: {err}"
@@ -125,9 +129,12 @@ def read(path: str) -> list[Process]:
     """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
     try:
         with open(path, "rb") as file:
-            data = file.read()
+            data = file.read(LIMITS["journal"] + 1)
+        check_size(data, "journal", f"journal {path}")
     except OSError as err:
         raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
+    except FormatError as err:
+        raise JournalReadError(str(err)) from None
     return parse(data.splitlines(), f"journal {path}")
 
 

@@ -60,6 +60,7 @@ import msgspec
 
 from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import REDACTED, redact_line
+from simulator.formats.bounds import LIMITS, FormatError, check_json_nesting, check_size
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
@@ -730,8 +731,10 @@ def record(
         "files": _file_changes(before, _snapshot(roots), redactor),
         "lines": list(tape.lines),
     }
-    try:
-        out.write_text(dumps(cassette), encoding="utf-8")
+    try:  # 0600: a cassette holds what both sides said, redacted or not
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with open(fd, "w", encoding="utf-8") as file:
+            file.write(dumps(cassette))
     except OSError as exc:
         raise RecordError(f"--out {out}: cannot write the cassette ({exc.strerror})") from None
     return Recording(cassette, checker, exit_code, report(checker, cassette))
@@ -776,9 +779,15 @@ def dumps(cassette: Mapping[str, Any]) -> str:
 def read_cassette(path: Path) -> dict[str, Any]:
     """The cassette at ``path``; :class:`RecordError` when it cannot be read as one."""
     try:
-        doc = json.loads(path.read_bytes())
+        with path.open("rb") as file:
+            data = file.read(LIMITS["cassette"] + 1)
+        check_size(data, "cassette", str(path))
+        check_json_nesting(data, str(path))
+        doc = json.loads(data)
     except OSError as exc:
         raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
+    except FormatError as exc:
+        raise RecordError(str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise RecordError(f"{path}: not a cassette (not JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != CASSETTE_FORMAT:

@@ -695,7 +695,7 @@ def test_config_yaml_round_trips_and_generate_uses_it(tmp_path: Path) -> None:
         run.finish()
     assert saved["vm"]["saved"] is True
     expected = original.replace("max_concurrent: 1", "max_concurrent: 2")
-    expected = expected.replace(API_KEY_LINE, "    api_key: sk-round-trip\n")
+    expected = expected.replace(API_KEY_LINE, '    api_key: "sk-round-trip"\n')  # its quotes kept
     assert config.read_text() == expected, "the same layout, the unknown keys kept"
     assert config.stat().st_mode & 0o777 == 0o600
     assert temporary_files(home) == []

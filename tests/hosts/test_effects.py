@@ -33,7 +33,8 @@ from simulator.core.effects import (
     WikiGenerated,
 )
 from simulator.core.session import Outcome, Session
-from simulator.hosts import zreadfiles as zf
+from simulator.formats.config import config_values, read_config
+from simulator.formats.wiki import decode_current, decode_wiki
 from simulator.hosts.effects import EffectHost
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
@@ -47,11 +48,11 @@ SAVED: list[object] = [
     SaveLogin("ada", "cn", "glm-4.5-air"),
     CatalogReady(CATALOG, "en"),
     PageWritten(1),
-    DraftLeft(1),
     PageWritten(2),
     WikiGenerated(pages_done=2, pages_total=3),
+    DraftLeft(2),
 ]
-"""One of each persisted effect, in an order a session could ask for them."""
+"""One of each persisted effect (a run that ends leaves no draft: the last is a no-op)."""
 
 
 class Recorder:
@@ -137,15 +138,16 @@ def test_a_generated_wiki_is_a_new_current_version(places: tuple[Path, Path]) ->
     for effect in SAVED[2:]:
         host.perform(0, effect)
     host.close()
-    current = zf.decode_current(zf.current_path(project).read_bytes())
+    wiki = project / ".zread" / "wiki"
+    current = decode_current((wiki / "current").read_bytes())
     assert current is not None
-    version = zf.version_dir(project, current)
-    index = zf.decode_wiki(zf.wiki_json_path(version).read_bytes())
+    version = wiki / "versions" / current
+    index = decode_wiki((version / "wiki.json").read_bytes())
     assert [p.slug for p in index.pages] == [p.slug for p in CATALOG[:2]]  # the pages written
     assert sorted(p.name for p in version.iterdir()) == sorted(
         ["wiki.json", *(f"{p.slug}.md" for p in CATALOG[:2])]
     )
-    assert not zf.drafts_dir(project).exists()
+    assert not (wiki / "drafts").exists()
     world = FileStore(home, project).world(World())
     assert [(w.id, w.current) for w in world.wikis] == [(current, True)]
     assert world.draft is None
@@ -157,10 +159,10 @@ def test_a_stopped_run_leaves_its_draft(places: tuple[Path, Path]) -> None:
     for effect in (CatalogReady(CATALOG, "en"), PageWritten(2), DraftLeft(1)):
         host.perform(0, effect)
     host.close()
-    drafts = zf.drafts_dir(project)
-    draft_id = zf.decode_wiki(zf.wiki_json_path(drafts).read_bytes()).id
-    assert not zf.versions_dir(project).exists()
-    assert not zf.current_path(project).exists()
+    wiki = project / ".zread" / "wiki"
+    draft_id = decode_wiki((wiki / "drafts" / "wiki.json").read_bytes()).id
+    assert sorted(p.name for p in wiki.iterdir()) == [f".draft-{draft_id}", "drafts"]
+    assert list((wiki / f".draft-{draft_id}").iterdir()) == []  # the id it claimed
     world = FileStore(home, project).world(World())
     assert world.draft == Draft(done=1, id=draft_id, finished=[CATALOG[1].slug])
     assert world.wikis == []
@@ -181,7 +183,7 @@ def test_a_closed_file_store_holds_nothing_and_still_writes(places: tuple[Path, 
     store = FileStore(home, project)
     store.close()
     store.apply(SaveConfig({"language": "fr"}))
-    values = zf.config_values(zf.read_config(zf.config_path(home).read_bytes()))
+    values = config_values(read_config((home / ".zread" / "config.yaml").read_bytes()))
     assert values["language"] == "fr"
 
 

@@ -1,45 +1,26 @@
 """simulator.hosts.files: zread's files as the world, in real directories.
 
-The overlay (what a session starts from), each effect's writes, a whole generate run's
-files through the virtual-time runner, and many processes on one HOME at once."""
+The project's side: the overlay (what a session starts from), a run's draft and its
+commit, drafts of runs that quit or were killed, runs at once on one project, links a
+repository planted, and what browse serves from disk. (HOME's side:
+tests/hosts/test_userfiles.py.)"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from simulator.core.effects import (
-    CatalogReady,
-    DraftLeft,
-    PageWritten,
-    SaveConfig,
-    SaveLogin,
-    WikiGenerated,
-)
-from simulator.hosts import zreadfiles as zf
-from simulator.hosts.files import FilesError, FileStore, project_sources
+from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
+from simulator.formats.wiki import decode_wiki
+from simulator.hosts.dirfd import LinkRefused
+from simulator.hosts.files import DiskSite, FilesError, FileStore, project_sources
 from simulator.scenario import load_scenario, wiki
 from simulator.virtual import start
 
-CONFIG = """\
-language: zh
-doc_language: zh
-llm:
-    provider: z.ai
-    model: glm-5
-    api_key: ""
-    base_url: https://open.bigmodel.cn/api/paas/v4
-concurrency:
-    max_concurrent: 1
-    max_retries: 0
-"""
 NOON = dt.datetime(2026, 4, 6, 13, 2, 13)
 
 
@@ -90,41 +71,6 @@ def test_without_any_file_the_scenario_stands_in(home: Path, project: Path) -> N
     assert snapshot(home.parent) == before  # reading writes nothing, not even a log
 
 
-def test_config_yaml_is_the_config_and_an_api_key_is_a_login(home: Path, project: Path) -> None:
-    (home / ".zread").mkdir()
-    (home / ".zread" / "config.yaml").write_text(CONFIG.replace('api_key: ""', "api_key: sk-1"))
-    world = store(home, project).world(load_scenario("default").world)
-    assert world.config.language == "zh" and world.config.llm_model == "glm-5"
-    assert world.config.max_concurrent == 1 and world.config.max_retries == 0
-    assert world.account.logged_in is True
-    assert world.account.username == ""  # a key of one's own is nobody's account
-
-
-def test_login_json_names_the_account(home: Path, project: Path) -> None:
-    (home / ".zread").mkdir()
-    (home / ".zread" / "login.json").write_bytes(zf.encode_login("mona", "cn", "glm-4.6"))
-    world = store(home, project).world(load_scenario("default").world)
-    assert world.account.logged_in is True and world.account.username == "mona"
-
-
-def test_a_zread_dir_without_login_or_key_is_logged_out(home: Path, project: Path) -> None:
-    (home / ".zread").mkdir()
-    (home / ".zread" / "config.yaml").write_text(CONFIG)
-    assert store(home, project).world(load_scenario("default").world).account.logged_in is False
-    (home / ".zread" / "login.json").write_bytes(zf.encode_login("ada", "cn", "glm-5"))
-    world = store(home, project).world(load_scenario("default").world)
-    assert world.account.logged_in is True and world.account.username == "ada"
-
-
-def test_a_config_that_cannot_be_read_is_a_files_error_naming_it(home: Path, project: Path) -> None:
-    (home / ".zread").mkdir()
-    path = home / ".zread" / "config.yaml"
-    path.write_text("language: [zh\n")
-    with pytest.raises(FilesError, match=str(path)):
-        store(home, project).world(load_scenario("default").world)
-    assert path.read_text() == "language: [zh\n"  # left as it was
-
-
 def test_the_wiki_on_disk_is_the_worlds_wikis_and_draft(home: Path, project: Path) -> None:
     first = start("generate", "-y", speed=0, home=home, project=project)
     first.wait_done()
@@ -138,35 +84,13 @@ def test_the_wiki_on_disk_is_the_worlds_wikis_and_draft(home: Path, project: Pat
 # -- the effects -----------------------------------------------------------------------------
 
 
-def test_save_config_writes_only_what_changed_and_keeps_unknown_keys(
-    home: Path, project: Path
-) -> None:
-    (home / ".zread").mkdir()
-    path = home / ".zread" / "config.yaml"
-    path.write_text(CONFIG + "extra: kept\n")
-    initial = {"language": "zh", "max_retries": "0", "llm_model": "glm-5"}
-    values = {**initial, "max_retries": "3"}
-    store(home, project).apply(SaveConfig(values, initial))
-    doc = zf.read_config(path.read_bytes())
-    assert doc["concurrency"]["max_retries"] == 3 and doc["extra"] == "kept"
-    assert doc["language"] == "zh" and doc["llm"]["model"] == "glm-5"
-    assert oct(path.stat().st_mode & 0o777) == "0o600"
-
-
-def test_save_login_writes_login_json(home: Path, project: Path) -> None:
-    store(home, project).apply(SaveLogin("ada", "global", "glm-4.6"))
-    record = zf.decode_login((home / ".zread" / "login.json").read_bytes())
-    assert (record.username, record.region, record.model) == ("ada", "global", "glm-4.6")
-    assert oct((home / ".zread" / "login.json").stat().st_mode & 0o777) == "0o600"
-
-
 def test_a_run_writes_its_draft_then_commits_it(home: Path, project: Path) -> None:
     pages = wiki.catalog(0, "acme/widget", 3)
     files = store(home, project, NOON)
     files.world(load_scenario("empty").world)
     files.apply(CatalogReady(pages, "en"))
     drafts = project / ".zread/wiki/drafts"
-    index = zf.decode_wiki((drafts / "wiki.json").read_bytes())
+    index = decode_wiki((drafts / "wiki.json").read_bytes())
     assert index.id == "2026-04-06-130213" and [p.slug for p in index.pages] == [
         p.slug for p in pages
     ]
@@ -176,12 +100,13 @@ def test_a_run_writes_its_draft_then_commits_it(home: Path, project: Path) -> No
     for cited in (line for line in text.splitlines() if line.startswith("Sources:")):
         path = cited.split("](")[1].split("#L")[0]
         assert (project / path).is_file()
-    files.apply(DraftLeft(1))
-    assert drafts.is_dir()  # a stopped run leaves its draft
     files.apply(PageWritten(2))
     files.apply(WikiGenerated(pages_done=2, pages_total=3))  # skip_all: 2 pages written
     version = project / ".zread/wiki/versions/2026-04-06-130213"
-    committed = zf.decode_wiki((version / "wiki.json").read_bytes())
+    committed = decode_wiki((version / "wiki.json").read_bytes())
+    assert sorted(p.name for p in version.iterdir()) == sorted(
+        ["wiki.json", f"{pages[0].slug}.md", f"{pages[1].slug}.md"]
+    )
     assert [p.slug for p in committed.pages] == [pages[0].slug, pages[1].slug]
     assert not drafts.exists()
     assert (project / ".zread/wiki/current").read_bytes() == b"versions/2026-04-06-130213"
@@ -207,7 +132,7 @@ def test_a_resumed_draft_keeps_its_id_and_its_finished_pages(home: Path, project
     first.quit()
     first.close()
     drafts = project / ".zread/wiki/drafts"
-    draft_id = zf.decode_wiki((drafts / "wiki.json").read_bytes()).id
+    draft_id = decode_wiki((drafts / "wiki.json").read_bytes()).id
     finished = sorted(p.name for p in drafts.glob("*.md"))
     assert len(finished) >= 3
     again = start("generate", speed=1, home=home, project=project)
@@ -257,26 +182,6 @@ def test_project_sources_lists_text_files_with_their_lines(project: Path) -> Non
     assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
 
 
-def test_many_processes_saving_config_lose_no_update(home: Path, project: Path) -> None:
-    script = textwrap.dedent(
-        """
-        import sys
-        from simulator.core.effects import SaveConfig
-        from simulator.hosts.files import FileStore
-        home, key, value = sys.argv[1:]
-        FileStore(home, home).apply(SaveConfig({key: value}, {key: ""}))
-        """
-    )
-    keys = ["language", "doc_language", "llm_provider", "llm_model", "llm_base_url", "llm_api_key"]
-    children = [
-        subprocess.Popen([sys.executable, "-c", script, str(home), key, f"v-{key}"]) for key in keys
-    ]
-    assert [child.wait(30) for child in children] == [0] * len(keys)
-    values = zf.config_values(zf.read_config((home / ".zread" / "config.yaml").read_bytes()))
-    assert {key: values[key] for key in keys} == {key: f"v-{key}" for key in keys}
-    assert not [p for p in os.listdir(home / ".zread") if p.startswith(".tmp")]
-
-
 def test_nothing_is_written_outside_the_two_zread_dirs(home: Path, project: Path) -> None:
     before = {k: v for k, v in snapshot(project).items() if not k.startswith(".zread/")}
     session = start("generate", "-y", speed=0, home=home, project=project)
@@ -323,8 +228,16 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize(("side", "name", "data"), REFUSED)
-@pytest.mark.parametrize("command", ["generate", "config", "login", "browse"])
+@pytest.mark.parametrize(
+    ("side", "name", "data", "command"),
+    [
+        pytest.param(*case.values, command, id=f"{command}-{case.id}")
+        for case in REFUSED
+        for command in ("generate", "config", "login", "browse")
+        # config and login never open the project
+        if case.values[0] == "home" or command in ("generate", "browse")
+    ],
+)
 def test_a_refused_file_and_everything_around_it_are_left_as_they_were(
     home: Path, project: Path, side: str, name: str, data: bytes, command: str
 ) -> None:
@@ -337,52 +250,199 @@ def test_a_refused_file_and_everything_around_it_are_left_as_they_were(
     assert (tree(home), tree(project)) == before
 
 
-def test_a_config_linked_to_a_file_elsewhere_is_saved_through_the_link(
-    home: Path, project: Path, tmp_path: Path
-) -> None:
-    dotfiles = tmp_path / "dotfiles"
-    dotfiles.mkdir()
-    (dotfiles / "zread.yaml").write_text(CONFIG)
-    (home / ".zread").mkdir()
-    link = home / ".zread" / "config.yaml"
-    link.symlink_to(dotfiles / "zread.yaml")
-    store(home, project).apply(SaveConfig({"language": "en"}, initial={"language": "zh"}))
-    assert link.is_symlink()
-    values = zf.config_values(zf.read_config((dotfiles / "zread.yaml").read_bytes()))
-    assert values["language"] == "en"
-    assert values["llm_model"] == "glm-5"
-    assert sorted(p.name for p in dotfiles.iterdir()) == ["zread.yaml"]
-
-
 @pytest.mark.parametrize("name", ["config.yaml", "login.json"])
-def test_a_link_to_nothing_is_refused_and_nothing_is_created_through_it(
+
+# -- runs that quit, were killed, or run at once ----------------------------------------
+
+
+def run_to_page(files: FileStore, pages: tuple[wiki.Page, ...], done: int) -> None:
+    files.world(load_scenario("empty").world)
+    files.apply(CatalogReady(pages, "en"))
+    for n in range(1, done + 1):
+        files.apply(PageWritten(n))
+
+
+def test_a_run_holds_its_draft_so_a_second_run_works_beside_it(home: Path, project: Path) -> None:
+    pages = wiki.catalog(0, "acme/widget", 3)
+    first, second = store(home, project, NOON), store(home, project, NOON)
+    run_to_page(first, pages, 1)
+    run_to_page(second, pages, 3)  # same second, first still running
+    wiki_dir = project / ".zread/wiki"
+    assert sorted(p.name for p in wiki_dir.iterdir()) == [
+        ".draft-2026-04-06-130213",  # the first's claim
+        ".draft-2026-04-06-130214",  # the second's claim, and its draft
+        "drafts",  # the first's draft
+    ]
+    second.apply(WikiGenerated(3, 3))
+    first.apply(PageWritten(2))
+    first.apply(PageWritten(3))
+    first.apply(WikiGenerated(3, 3))
+    for wiki_id in ("2026-04-06-130213", "2026-04-06-130214"):
+        version = wiki_dir / "versions" / wiki_id
+        index = decode_wiki((version / "wiki.json").read_bytes())
+        assert index.id == wiki_id and len(index.pages) == 3
+        assert sorted(p.name for p in version.iterdir()) == sorted(
+            ["wiki.json", *(f"{p.slug}.md" for p in pages)]
+        )
+    assert sorted(p.name for p in wiki_dir.iterdir()) == ["current", "versions"]
+    assert (wiki_dir / "current").read_text() == "versions/2026-04-06-130213"  # the last commit
+
+
+def test_a_draft_nobody_holds_is_removed_by_a_new_run_with_its_claim(
+    home: Path, project: Path
+) -> None:
+    pages = wiki.catalog(0, "acme/widget", 2)
+    quitter = store(home, project, NOON)
+    run_to_page(quitter, pages, 1)
+    quitter.apply(DraftLeft(1))
+    quitter.close()
+    wiki_dir = project / ".zread/wiki"
+    assert sorted(p.name for p in wiki_dir.iterdir()) == [".draft-2026-04-06-130213", "drafts"]
+    later = dt.datetime(2026, 4, 6, 14, 0, 0)
+    again = store(home, project, later)
+    run_to_page(again, pages, 2)
+    again.apply(WikiGenerated(2, 2))
+    assert sorted(p.name for p in wiki_dir.iterdir()) == ["current", "versions"]
+    assert [p.name for p in (wiki_dir / "versions").iterdir()] == ["2026-04-06-140000"]
+
+
+def test_resuming_a_draft_a_live_run_holds_is_refused(home: Path, project: Path) -> None:
+    pages = wiki.catalog(0, "acme/widget", 2)
+    live = store(home, project, NOON)
+    run_to_page(live, pages, 1)
+    other = store(home, project, NOON)
+    world = other.world(load_scenario("empty").world)
+    assert world.draft is not None and world.draft.finished == [pages[0].slug]
+    with pytest.raises(FilesError, match="another zread run is writing this draft"):
+        other.apply(CatalogReady(pages, "en", resumed=True))
+    live.close()
+
+
+def test_a_resume_removes_a_killed_runs_temporary_files_and_commits_only_pages(
+    home: Path, project: Path
+) -> None:
+    pages = wiki.catalog(0, "acme/widget", 3)
+    killed = store(home, project, NOON)
+    run_to_page(killed, pages, 1)
+    killed.close()  # as a kill: the lock goes with the process, the draft stays
+    drafts = project / ".zread/wiki/drafts"
+    (drafts / f".{pages[1].slug}.md.1234abcd.tmp").write_text("half a pa")
+    (drafts / "notes.txt").write_text("not a page")
+    resumed = store(home, project, NOON)
+    world = resumed.world(load_scenario("empty").world)
+    assert world.draft is not None and world.draft.finished == [pages[0].slug]
+    resumed.apply(CatalogReady(pages, "en", resumed=True))
+    assert not (drafts / f".{pages[1].slug}.md.1234abcd.tmp").exists()
+    resumed.apply(PageWritten(2))
+    resumed.apply(PageWritten(3))
+    resumed.apply(WikiGenerated(3, 3))
+    version = project / ".zread/wiki/versions/2026-04-06-130213"
+    assert sorted(p.name for p in version.iterdir()) == sorted(
+        ["wiki.json", *(f"{p.slug}.md" for p in pages)]
+    )
+
+
+def test_no_lock_or_temporary_file_is_left_anywhere(home: Path, project: Path) -> None:
+    before = set(snapshot(project))
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    after = set(snapshot(project)) - before
+    assert after and all(name.startswith(".zread/wiki/") for name in after)
+    assert not [name for name in after if name.rsplit("/", 1)[-1].startswith(".")]
+
+
+# -- links a repository planted --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "linked", [".zread", ".zread/wiki", ".zread/wiki/versions", ".zread/wiki/drafts"]
+)
+def test_a_linked_directory_is_refused_and_nothing_is_written(
+    home: Path, project: Path, tmp_path: Path, linked: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep")
+    link = project / linked
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    before = snapshot(tmp_path)
+    with pytest.raises(LinkRefused, match=f"{link}: a symbolic link"):
+        start("generate", "-y", speed=0, home=home, project=project)
+    assert snapshot(tmp_path) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+
+
+@pytest.mark.parametrize("name", ["current", "versions/{id}/wiki.json"])
+def test_a_linked_file_is_replaced_as_a_link_never_written_through(
     home: Path, project: Path, tmp_path: Path, name: str
 ) -> None:
-    (home / ".zread").mkdir()
-    target = tmp_path / "elsewhere" / name
-    link = home / ".zread" / name
-    link.symlink_to(target)
-    effect: object = (
-        SaveConfig({"language": "en"}, initial={"language": "zh"})
-        if name == "config.yaml"
-        else SaveLogin("octocat", "cn", "glm-4.6")
-    )
-    with pytest.raises(zf.DanglingLinkError, match="does not exist"):
-        store(home, project).apply(effect)
-    assert link.is_symlink() and os.readlink(link) == str(target)
-    assert not target.parent.exists()
-    assert not [p for p in (home / ".zread").iterdir() if p.name.startswith(".")] or {
-        p.name for p in (home / ".zread").iterdir() if p.name.startswith(".")
-    } == {".lock"}
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    victim.chmod(0o640)
+    wiki_dir = project / ".zread/wiki"
+    path = wiki_dir / name.format(id="2026-04-06-130213")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(victim)
+    files = store(home, project, NOON)
+    world = files.world(load_scenario("empty").world)
+    assert world.wikis == []  # a linked file is never read
+    pages = wiki.catalog(0, "acme/widget", 1)
+    files.apply(CatalogReady(pages, "en"))
+    files.apply(PageWritten(1))
+    files.apply(WikiGenerated(1, 1))
+    assert victim.read_text() == "keep" and oct(victim.stat().st_mode & 0o777) == "0o640"
+    current = wiki_dir / "current"
+    assert not current.is_symlink() and current.read_text().startswith("versions/")
 
 
-def test_a_log_linked_to_nothing_is_not_written_and_the_run_goes_on(
+def test_a_page_file_planted_as_a_link_in_the_draft_is_replaced(
     home: Path, project: Path, tmp_path: Path
 ) -> None:
-    (home / ".zread" / "log").mkdir(parents=True)
-    target = tmp_path / "elsewhere" / "zread.log"
-    (home / ".zread" / "log" / "zread.log").symlink_to(target)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    pages = wiki.catalog(0, "acme/widget", 2)
+    files = store(home, project, NOON)
+    run_to_page(files, pages, 0)
+    planted = project / ".zread/wiki/drafts" / f"{pages[0].slug}.md"
+    planted.symlink_to(victim)
+    files.apply(PageWritten(1))
+    assert victim.read_text() == "keep" and not planted.is_symlink()
+
+
+def test_browse_never_serves_a_linked_page(
+    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = start("generate", "-y", speed=0, home=home, project=project)
-    assert session.wait_done()["error"] == ""
+    session.wait_done()
     session.close()
-    assert not target.parent.exists()
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0")
+    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
+    site = DiskSite.open(project, version_id)
+    assert site is not None
+    page = site.pages[0]
+    assert site.markdown(page.slug)
+    page_path = project / ".zread/wiki/versions" / version_id / page.file
+    page_path.unlink()
+    page_path.symlink_to(secret)
+    assert site.markdown(page.slug) is None
+    assert f"{page_path}: not served" in capsys.readouterr().err
+    assert DiskSite.open(project, "../../..") is None
+
+
+def test_project_sources_never_reads_through_a_link(project: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a\nb\n")
+    (project / "linked.txt").symlink_to(secret)
+    (project / "src" / "outside").symlink_to(tmp_path, target_is_directory=True)
+    assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
+
+
+def test_config_and_login_never_open_the_project(home: Path, project: Path, tmp_path: Path) -> None:
+    (project / ".zread").symlink_to(tmp_path, target_is_directory=True)
+    session = start("config", speed=0, home=home, project=project)
+    session.quit()
+    session.close()
+    assert json.dumps(session.last["vm"])  # it ran, and the link was never followed

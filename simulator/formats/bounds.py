@@ -1,0 +1,114 @@
+"""The bounds every decoder of a file keeps, and the error past them.
+
+Owns: :class:`FormatError` (a file that cannot be used: the user's or the
+repository's, exit 2), the size limit of each file the simulator reads
+(:data:`LIMITS`), :func:`check_size`, :func:`check_json_nesting` and
+:func:`decode_json`, the bounded JSON decoding every JSON format shares.
+
+A reader asks :data:`LIMITS` how much to read at most (one byte more than the limit,
+so a file past it is known to be past it) and hands the bytes to the format's decoder,
+which checks them again: the bound holds whoever calls.
+
+Nesting is counted before decoding: msgspec's own guard is Python's recursion limit,
+which it reports as a :class:`RecursionError` at a depth that depends on the
+interpreter. Counting takes a regular expression (strings out) and a translate (all
+but brackets out), both in C, then one pass over what is left.
+
+Must not: do I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, TypeVar
+
+import msgspec
+
+from simulator.core.errors import ConfigurationError
+
+__all__ = [
+    "BOM",
+    "LIMITS",
+    "MAX_NESTING",
+    "FormatError",
+    "check_json_nesting",
+    "check_size",
+    "decode_json",
+]
+
+T = TypeVar("T")
+
+BOM: Final = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark, which readers of zread's files strip."""
+
+MAX_NESTING: Final = 32
+"""The deepest a JSON or YAML document may nest (zread's own files nest 3 deep)."""
+
+LIMITS: Final[dict[str, int]] = {
+    "current": 4 << 10,
+    "wiki.json": 8 << 20,
+    "page": 8 << 20,
+    "config.yaml": 64 << 10,
+    "login.json": 64 << 10,
+    "journal": 256 << 20,
+    "cassette": 256 << 20,
+    "scenario": 4 << 20,
+}
+"""The most bytes the simulator reads of each kind of file."""
+
+
+class FormatError(ConfigurationError, ValueError):
+    """A file that cannot be used: the message names it and what is wrong (exit 2 when
+    it reaches the command line; nothing is written over it). Also a
+    :class:`ValueError`, as any malformed input is."""
+
+
+def _size(limit: int) -> str:
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if limit >= 1 << shift and limit % (1 << shift) == 0:
+            return f"{limit >> shift} {unit}"
+    return f"{limit} bytes"
+
+
+def check_size(data: bytes, kind: str, name: str | None = None) -> None:
+    """:class:`FormatError` when ``data`` is larger than a ``kind`` file may be."""
+    limit = LIMITS[kind]
+    if len(data) > limit:
+        raise FormatError(f"{name or kind}: larger than {_size(limit)}, the limit for {kind}")
+
+
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def check_json_nesting(data: bytes, name: str, limit: int = MAX_NESTING) -> None:
+    """:class:`FormatError` when the JSON in ``data`` nests deeper than ``limit``
+    (strings are skipped, so a bracket inside one does not count)."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return  # too few brackets to nest that deep: the common case, no scan
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for byte in brackets:
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                raise FormatError(f"{name}: nested deeper than {limit} levels")
+        else:
+            depth -= 1
+
+
+def decode_json(data: bytes, decoder: msgspec.json.Decoder[T], kind: str, name: str) -> T:
+    """``data`` decoded by ``decoder``, bounded: a BOM and white space around allowed,
+    at most the size of a ``kind`` file, nested at most :data:`MAX_NESTING` deep;
+    :class:`FormatError` naming ``name`` and the problem otherwise."""
+    check_size(data, kind, name)
+    data = data.removeprefix(BOM)
+    check_json_nesting(data, name)
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as err:
+        raise FormatError(f"{name}: {err}") from None
+    except msgspec.DecodeError as err:
+        raise FormatError(f"{name}: not JSON: {err}") from None
+    except RecursionError:  # pragma: no cover - the nesting check comes first
+        raise FormatError(f"{name}: nested deeper than {MAX_NESTING} levels") from None

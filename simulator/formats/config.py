@@ -1,0 +1,388 @@
+"""``$HOME/.zread/config.yaml``: read bounded, written in zread's layout, saved round-trip.
+
+Owns: the fields of ``zread config`` and where config.yaml keeps them
+(:data:`CONFIG_KEYS`), zread's defaults (:func:`default_config`), the one bounded
+decoder (:func:`read_config`, :func:`config_values`), the one encoder
+(:func:`encode_config`, with :func:`update_config` to build a new document).
+
+Must not: do I/O (the store reads and writes the file), read the clock, or import
+anything above :mod:`simulator.core`.
+
+Reading is PyYAML's: ~30 ms to import (done on first use, not at module import) and a
+parser in C (libyaml). Only ``true``/``false`` are booleans (YAML 1.2, as Go's
+``gopkg.in/yaml.v3`` reads them), so ``language: no`` stays the string ``no``.
+
+Every read is bounded before a Python object is built, in one pass over the parser's
+events: at most ``LIMITS["config.yaml"]`` bytes (64 KiB); collections nested at most
+:data:`~simulator.formats.bounds.MAX_NESTING` deep, aliases expanded (an alias counts
+as deep as the node it names); no alias inside the node it names (a recursive alias,
+which would build a cyclic object); and aliases adding at most :data:`MAX_ALIAS_NODES`
+nodes to what is written (the "billion laughs", nine levels of nine aliases each, is a
+few hundred bytes and 10^9 nodes expanded). The nodes written are bounded by the size,
+so the document a reader walks is bounded too. The pass counts and never expands: each
+anchored node's expanded size and height are recorded when it ends, and an alias adds
+them. Past a bound: :class:`ConfigFileError`, one line naming the limit.
+
+Writing a new file (:func:`encode_config`) is done as yaml.v3 writes it: 4-space
+indent, lists indented under their key, double quotes only where a string needs
+quoting, non-ASCII raw, no line wrapping, zread's keys in zread's order and the others
+kept after them.
+
+Saving over an existing file, keeping what the user wrote, is
+:mod:`simulator.formats.config_edit`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, cast
+
+from simulator.formats.bounds import MAX_NESTING, FormatError, check_size
+
+__all__ = [
+    "CONFIG_KEYS",
+    "DEFAULT_INDENT",
+    "KEY_ORDER",
+    "MAX_ALIAS_NODES",
+    "ConfigFileError",
+    "apply_values",
+    "changed_values",
+    "config_values",
+    "default_config",
+    "encode_config",
+    "needs_quotes",
+    "read_config",
+    "update_config",
+]
+
+KIND: Final = "config.yaml"
+"""The file's name in messages and its key in :data:`~simulator.formats.bounds.LIMITS`."""
+
+MAX_ALIAS_NODES: Final = 10_000
+"""The most nodes aliases may add to a config.yaml once expanded (zread's own file has
+no alias at all)."""
+
+DEFAULT_INDENT: Final = 4
+"""yaml.v3's indentation, for a file that shows none."""
+
+
+class ConfigFileError(FormatError):
+    """A config.yaml that cannot be used; the message (one line) names the problem.
+
+    A file of the user's setup (exit 2 when it reaches the command line); also a
+    :class:`ValueError`, as any malformed input is."""
+
+
+CONFIG_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "language": ("language",),
+    "doc_language": ("doc_language",),
+    "max_concurrent": ("concurrency", "max_concurrent"),
+    "max_retries": ("concurrency", "max_retries"),
+    "llm_provider": ("llm", "provider"),
+    "llm_base_url": ("llm", "base_url"),
+    "llm_model": ("llm", "model"),
+    "llm_api_key": ("llm", "api_key"),
+}
+"""Each field of ``zread config`` (by json_key, in the command's order) and where it
+is in config.yaml."""
+_INTEGER_KEYS: Final = frozenset({"max_concurrent", "max_retries"})
+KEY_ORDER: Final[dict[tuple[str, ...], tuple[str, ...]]] = {
+    (): ("language", "doc_language", "llm", "concurrency"),
+    ("llm",): ("provider", "model", "api_key", "base_url"),
+    ("concurrency",): ("max_concurrent", "max_retries"),
+}
+"""The order zread writes its keys in, per map."""
+
+
+def default_config() -> dict[str, Any]:
+    """The config.yaml zread's defaults make (a fresh install writes it on first save)."""
+    return {
+        "language": "zh",
+        "doc_language": "zh",
+        "llm": {
+            "provider": "z.ai",
+            "model": "glm-5",
+            "api_key": "",
+            "base_url": "https://open.bigmodel.cn/api/paas/v4",
+        },
+        "concurrency": {"max_concurrent": 1, "max_retries": 0},
+    }
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+@functools.cache
+def _yaml() -> tuple[type[Any], type[Any]]:
+    """The loader and dumper classes (PyYAML imported on first use)."""
+    import yaml
+
+    base: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc]
+        """The safe loader (libyaml's parser when there is one) with YAML 1.2's
+        booleans: ``true``/``false`` only."""
+
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+
+    class Dumper(yaml.SafeDumper):
+        """yaml.v3's look: double quotes where quoting is needed, lists indented."""
+
+        def choose_scalar_style(self) -> str:
+            style: str = super().choose_scalar_style()
+            return '"' if style == "'" else style
+
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+            super().increase_indent(flow, False)
+
+    return Loader, Dumper
+
+
+def _not_yaml(err: Exception) -> ConfigFileError:
+    """PyYAML's error as one line of the simulator's."""
+    import yaml
+
+    if isinstance(err, yaml.reader.ReaderError):
+        return ConfigFileError(f"{KIND}: not valid YAML: at byte {err.position}: {err.reason}")
+    problem = getattr(err, "problem", None)
+    mark = getattr(err, "problem_mark", None)
+    if problem and mark is not None:
+        context = getattr(err, "context", None)
+        what = f"{context}: {problem}" if context else problem
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        return ConfigFileError(f"{KIND}: not valid YAML: {where}: {' '.join(what.split())}")
+    return ConfigFileError(f"{KIND}: not valid YAML: {' '.join(str(err).split())}")
+
+
+def _too_deep() -> ConfigFileError:
+    return ConfigFileError(f"{KIND}: nested deeper than {MAX_NESTING} levels, the limit for {KIND}")
+
+
+def _check_bounds(data: bytes) -> None:
+    """:class:`ConfigFileError` unless ``data`` keeps every bound of a config.yaml
+    (size, nesting with aliases expanded, no recursive alias, the nodes aliases add),
+    or is not YAML. One pass over the parser's events; nothing is built or expanded."""
+    import yaml
+    from yaml import events
+
+    try:
+        check_size(data, KIND)
+    except FormatError as err:
+        raise ConfigFileError(str(err)) from None
+    loader, _ = _yaml()
+    starts = (events.MappingStartEvent, events.SequenceStartEvent)
+    ends = (events.MappingEndEvent, events.SequenceEndEvent)
+    open_sizes: list[list[int]] = []  # [nodes, height] of each collection not yet ended
+    open_anchors: list[str | None] = []  # the anchor of each, in the same order
+    ended: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, height), expanded
+    added = 0  # nodes the aliases add
+    parsed: Iterator[Any] = yaml.parse(data, Loader=loader)
+    try:
+        for event in parsed:
+            kind = type(event)
+            if kind is events.ScalarEvent:
+                nodes, height = 1, 0
+                if event.anchor is not None:
+                    ended[event.anchor] = (1, 0)
+            elif kind in starts:
+                if len(open_sizes) >= MAX_NESTING:
+                    raise _too_deep()
+                open_sizes.append([1, 0])
+                open_anchors.append(event.anchor)
+                continue
+            elif kind in ends:
+                nodes, height = open_sizes.pop()
+                height += 1
+                anchor = open_anchors.pop()
+                if anchor is not None:
+                    ended[anchor] = (nodes, height)
+            elif kind is events.AliasEvent:
+                name = event.anchor
+                mark = event.start_mark
+                where = f"line {mark.line + 1}, column {mark.column + 1}"
+                if name in open_anchors:
+                    raise ConfigFileError(
+                        f"{KIND}: {where}: alias *{name} is inside the node it names: "
+                        "recursive aliases are not allowed"
+                    )
+                if name not in ended:
+                    raise ConfigFileError(
+                        f"{KIND}: not valid YAML: {where}: alias *{name} names no anchor"
+                    )
+                nodes, height = ended[name]
+                if len(open_sizes) + height > MAX_NESTING:
+                    raise _too_deep()
+                added += nodes
+                if added > MAX_ALIAS_NODES:
+                    raise ConfigFileError(
+                        f"{KIND}: aliases expand to more than {MAX_ALIAS_NODES:,} nodes, "
+                        f"the limit for {KIND}"
+                    )
+            elif kind is events.DocumentStartEvent:
+                ended.clear()  # anchors are local to a document
+                continue
+            else:
+                continue
+            if open_sizes:
+                parent = open_sizes[-1]
+                parent[0] += nodes
+                if height > parent[1]:
+                    parent[1] = height
+    except yaml.YAMLError as err:
+        raise _not_yaml(err) from None
+
+
+def read_config(data: bytes) -> dict[str, Any]:
+    """A config.yaml's document: a mapping (an empty file is an empty one), or
+    :class:`ConfigFileError` naming the problem or the bound it goes past."""
+    import yaml
+
+    _check_bounds(data)
+    loader, _ = _yaml()
+    try:
+        doc = yaml.load(data, Loader=loader)  # a subclass of (C)SafeLoader
+    except yaml.YAMLError as err:
+        raise _not_yaml(err) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigFileError(f"{KIND}: expected a mapping, got {type(doc).__name__}")
+    return cast(dict[str, Any], doc)
+
+
+def _get(doc: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
+    node: Any = doc
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def _text(key: str, value: Any) -> str:
+    """A YAML value as the string ``zread config`` shows (Go decodes it into a string)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigFileError(f"{KIND}: {key}: expected a value, got {type(value).__name__}")
+
+
+def config_values(doc: Mapping[str, Any]) -> dict[str, str]:
+    """The ``zread config`` fields config.yaml gives, as strings, by json_key, in the
+    command's order; a field the file does not have is left out (the scenario fills it)."""
+    values: dict[str, str] = {}
+    for key, path in CONFIG_KEYS.items():
+        found, value = _get(doc, path)
+        if found:
+            values[key] = _text(".".join(path), value)
+    return values
+
+
+# -- changing ------------------------------------------------------------------------------
+
+
+def changed_values(doc: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, str | int]:
+    """The fields of ``values`` whose value differs from what ``doc`` shows, as they are
+    to be written (integers as integers); ValueError for a name that is not a field."""
+    unknown = sorted(set(values) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"not config fields: {', '.join(unknown)}")
+    changes: dict[str, str | int] = {}
+    for key, value in values.items():
+        path = CONFIG_KEYS[key]
+        found, old = _get(doc, path)
+        if found and _text(".".join(path), old) == value:
+            continue
+        if key in _INTEGER_KEYS:
+            try:
+                changes[key] = int(value)
+            except ValueError:
+                raise ConfigFileError(
+                    f"{KIND}: {key}: expected an integer, got {value!r}"
+                ) from None
+        else:
+            changes[key] = value
+    return changes
+
+
+def apply_values(doc: dict[str, Any], changes: Mapping[str, str | int]) -> None:
+    """``changes`` written into ``doc`` in place, a missing (or null) map created."""
+    for key, value in changes.items():
+        path = CONFIG_KEYS[key]
+        node = doc
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigFileError(
+                    f"{KIND}: {part}: expected a mapping, got {type(child).__name__}"
+                )
+            node = child
+        node[path[-1]] = value
+
+
+def update_config(doc: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``doc`` with ``values`` (by json_key) written where config.yaml keeps
+    them; a value equal to the file's is left as the file has it, keys it does not name
+    are kept, integers are written as integers."""
+    new: dict[str, Any] = _copy(doc)
+    apply_values(new, changed_values(new, values))
+    return new
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def _ordered(doc: Mapping[str, Any], path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``doc`` with zread's keys first, in zread's order, then the others as they came."""
+    order = KEY_ORDER.get(path, ())
+    keys = [k for k in order if k in doc] + [k for k in doc if k not in order]
+    return {
+        k: _ordered(doc[k], (*path, k)) if isinstance(doc[k], Mapping) else doc[k] for k in keys
+    }
+
+
+def encode_config(doc: Mapping[str, Any]) -> bytes:
+    """config.yaml's bytes in zread's layout: its keys in its order (the others after),
+    nested maps indented by 4 spaces, strings quoted only when they must be, with
+    double quotes, non-ASCII raw, no line wrapping."""
+    import yaml
+
+    _, dumper = _yaml()
+    text: str = yaml.dump(
+        _ordered(doc),
+        Dumper=dumper,
+        indent=DEFAULT_INDENT,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=1 << 30,
+    )
+    return text.encode()
+
+
+def needs_quotes(value: str) -> bool:
+    """Whether zread's writer would quote ``value`` (or write it other than plain)."""
+    return encode_config({"k": value}) != f"k: {value}\n".encode()

@@ -1,0 +1,374 @@
+"""config.yaml saved over the user's file: only the values that changed change.
+
+Owns: :func:`save_config`, the encoder of a config.yaml that already exists (a new
+one is :func:`simulator.formats.config.encode_config`'s).
+
+Saving over an existing file (:func:`save_config`) keeps what the user wrote:
+comments, blank lines, anchors and aliases, key order, quoting and indentation. That
+takes ruamel.yaml's round-trip mode, which is slow to import and to run (pure Python),
+so it is imported by :func:`save_config` only, and only when a value differs. ruamel
+re-emits the whole document and normalizes some layouts on the way, so its output is
+not used as it is: the document is dumped once before the change and once after, and
+only the lines that differ between those two are applied to the user's text (a
+three-way merge by lines). A line ruamel would normalize stays as the user wrote it
+unless the change is on that very line. The result is read back and compared with the
+intended document before it is returned.
+
+Known limits of the round-trip save:
+
+- A line whose value changes is written as ruamel writes that line: ``model:   x``
+  becomes ``model: y``, ``language: ~`` becomes ``language: de``; an end-of-line
+  comment after it keeps its column when the new value leaves room, else follows it
+  after one space. When the merge cannot place a change (the lines around it are
+  normalized by ruamel in a way that changes their number, such as a scalar folded
+  over several lines), ruamel's whole output is used: the values are right, and the
+  lines ruamel normalizes are normalized (``~`` and ``Null`` written empty, ``True``
+  as ``true``, spaces inside flow collections, block scalars indented as the maps).
+- When ruamel cannot load a file PyYAML reads (a tab before a comment, for instance),
+  the file is not UTF-8 (UTF-16 with a byte order mark), or neither result reads back
+  as intended, the file is rewritten in zread's layout (:func:`encode_config`): the
+  values are right and the comments are lost, as they would be in a save by zread.
+- One indentation per file: the first nested block map and the first block list under
+  a key set the indentation of the lines the save adds (4, and lists as ``    - ``,
+  when the file has neither).
+- A value changed through an alias changes the anchored node, as the file says the two
+  are one (with ``llm: *d``, a new model changes ``d``). A changed value that carried
+  an anchor loses it, and its aliases keep the old value (the anchor moves to the
+  first of them).
+- A key added before the first key of a map goes below the comment lines above that
+  key. A key added after another takes over the comment lines that followed it, so
+  they stay above the key they were written for.
+- ruamel is pure Python: saving a file near the 64 KiB limit takes a second or two.
+- A missing trailing newline, CRLF line ends and a UTF-8 byte order mark are kept.
+
+Must not: do I/O, or import ruamel before a save needs it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from simulator.formats.bounds import BOM, MAX_NESTING
+from simulator.formats.config import (
+    CONFIG_KEYS,
+    DEFAULT_INDENT,
+    KEY_ORDER,
+    ConfigFileError,
+    apply_values,
+    changed_values,
+    default_config,
+    encode_config,
+    needs_quotes,
+    read_config,
+    update_config,
+)
+
+__all__ = ["save_config"]
+
+
+def save_config(old: bytes | None, values: Mapping[str, str]) -> bytes:
+    """The bytes of config.yaml once ``values`` (by json_key) are saved into ``old``,
+    the file's bytes (``None``: there is no file yet, so zread's defaults with
+    ``values`` in zread's layout).
+
+    ``old`` is read bounded, as :func:`read_config` reads it (the same errors). Only the
+    values that differ from what the file shows change (``3`` and ``"3"`` are the same);
+    a missing map or key is added in zread's order; ``max_concurrent`` and
+    ``max_retries`` are written as integers (:class:`ConfigFileError` if they are not
+    one). Everything else stays as the user wrote it (see the module's limits); when
+    nothing differs, ``old`` itself is returned."""
+    if old is None:
+        return encode_config(update_config(default_config(), values))
+    doc = read_config(old)
+    changes = changed_values(doc, values)
+    if not changes:
+        return old
+    apply_values(doc, changes)  # what the saved file must read as
+    for candidate in _round_trips(old, changes):
+        try:
+            if read_config(candidate) == doc:
+                return candidate
+        except ConfigFileError:
+            continue
+    return encode_config(update_config(read_config(old), values))
+
+
+def _round_trips(old: bytes, changes: Mapping[str, str | int]) -> list[bytes]:
+    """The files that keep what the user wrote, best first: the user's text with the
+    lines ruamel changes merged in, then ruamel's whole output. Empty when ruamel cannot
+    take the file; the caller checks each one."""
+    bom = old.startswith(BOM)
+    try:
+        text = old.removeprefix(BOM).decode()
+    except UnicodeDecodeError:
+        return []
+    crlf = "\r\n" in text and text.count("\n") == text.count("\r\n")
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    eol = text.endswith("\n") or not text
+    if not eol:
+        text += "\n"
+
+    def restore(new: str) -> bytes:
+        if not eol:
+            new = new.removesuffix("\n")
+        if crlf:
+            new = new.replace("\n", "\r\n")
+        return (BOM if bom else b"") + new.encode()
+
+    dumped = _ruamel_edit(text, changes)
+    if dumped is None:
+        return []
+    base, theirs = dumped
+    if base is None:  # no document at all: comments or nothing
+        added = encode_config(update_config({}, {k: str(v) for k, v in changes.items()}))
+        return [restore(text + added.decode())]
+    merged = _merge(text, base, theirs)
+    return [restore(new) for new in (merged, theirs) if new is not None]
+
+
+def _ruamel_edit(text: str, changes: Mapping[str, str | int]) -> tuple[str | None, str] | None:
+    """ruamel's dump of ``text`` before and after ``changes``; ``(None, "")`` when the
+    file holds no document, ``None`` when ruamel cannot load or dump it."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.allow_duplicate_keys = True
+    yaml.width = 1 << 30
+
+    def dump(doc: Any) -> str:
+        out = io.StringIO()
+        yaml.dump(doc, out)
+        return out.getvalue()
+
+    try:
+        doc = yaml.load(text)
+        if doc is None:
+            return None, ""
+        if not isinstance(doc, CommentedMap):
+            return None
+        mapping, sequence, offset = _indents(doc)
+        yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+        base = dump(doc)
+        for key, value in changes.items():
+            if not _set(doc, CONFIG_KEYS[key], value):
+                return None
+        return base, dump(doc)
+    except YAMLError:
+        return None
+
+
+def _indents(doc: Any) -> tuple[int, int, int]:
+    """The file's indentation as ruamel's ``indent()`` takes it: (mapping, sequence,
+    offset), from the first block map and the first block list written under a key."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    mapping: int | None = None
+    sequence: int | None = None
+    offset: int | None = None
+    todo: deque[Any] = deque([doc])
+    while todo and (mapping is None or sequence is None):
+        node = todo.popleft()
+        if isinstance(node, CommentedSeq):
+            todo.extend(item for item in node if isinstance(item, CommentedMap | CommentedSeq))
+            continue
+        if not isinstance(node, CommentedMap) or node.fa.flow_style():
+            continue
+        for key in list(node):
+            value = node[key]
+            if not isinstance(value, CommentedMap | CommentedSeq) or not value:
+                continue
+            todo.append(value)
+            try:
+                line, column = node.lc.key(key)
+            except (KeyError, TypeError):  # a key merged in from elsewhere
+                continue
+            if value.fa.flow_style() or value.lc.line is None or value.lc.line <= line:
+                continue  # a flow collection, or one written elsewhere (an alias)
+            if isinstance(value, CommentedMap) and mapping is None:
+                if value.lc.col > column:
+                    mapping = value.lc.col - column
+            elif isinstance(value, CommentedSeq) and sequence is None:
+                item_column = value.lc.item(0)[1]
+                if value.lc.col >= column and item_column >= value.lc.col + 2:
+                    offset = value.lc.col - column
+                    sequence = item_column - column
+    if mapping is None:
+        mapping = DEFAULT_INDENT
+    if sequence is None or offset is None:
+        sequence, offset = mapping + 2, mapping
+    return mapping, sequence, offset
+
+
+def _set(doc: Any, path: tuple[str, ...], value: str | int) -> bool:
+    """``value`` written at ``path`` in ruamel's document, in the style of the value it
+    replaces; False if a map on the way is not one (ruamel and PyYAML disagree)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    node = doc
+    added: tuple[Any, tuple[str, ...], str, Any] | None = None  # a new map, filled first
+    for depth, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = CommentedMap()
+            if part in node:  # null: the map takes its place
+                node[part] = child
+            elif added is None:
+                added = (node, path[:depth], part, child)
+            else:
+                node[part] = child
+        elif not isinstance(child, CommentedMap):
+            return False
+        node = child
+    leaf = path[-1]
+    styled = _styled(node.get(leaf), value)
+    if leaf in node:
+        node[leaf] = styled
+    else:
+        _insert(node, path[:-1], leaf, styled)
+    if added is not None:
+        _insert(*added)
+    return True
+
+
+def _styled(old: Any, value: str | int) -> Any:
+    """``value`` as ruamel is to write it: quoted as ``old`` was, else plain or double
+    quoted as zread would write it."""
+    from ruamel.yaml.scalarstring import (
+        DoubleQuotedScalarString,
+        FoldedScalarString,
+        LiteralScalarString,
+        SingleQuotedScalarString,
+    )
+
+    if isinstance(value, int):
+        return value
+    kept = (SingleQuotedScalarString, DoubleQuotedScalarString)
+    blocks = (LiteralScalarString, FoldedScalarString)
+    if isinstance(old, kept) or (isinstance(old, blocks) and "\n" in value):
+        return type(old)(value)
+    if needs_quotes(value):
+        return DoubleQuotedScalarString(value)
+    return value
+
+
+def _insert(node: Any, where: tuple[str, ...], key: str, value: Any) -> None:
+    """``key`` added to ruamel's map ``node`` (at ``where``) in zread's order: after the
+    last of zread's keys that come before it, else before the first that comes after
+    it, else at the end. The comment lines that followed the key before it move
+    below the new key, so they stay above the key they were written for."""
+    order = KEY_ORDER.get(where, ())
+    keys = list(node)
+    rank = order.index(key) if key in order else len(order)
+    before = [i for i, k in enumerate(keys) if k in order and order.index(k) < rank]
+    after = [i for i, k in enumerate(keys) if k in order and order.index(k) > rank]
+    position = before[-1] + 1 if before else after[0] if after else len(keys)
+    node.insert(position, key, value)
+    if position > 0 and not node.fa.flow_style():
+        _move_comment(node, keys[position - 1], key)
+
+
+def _last_entry(node: Any, key: Any) -> tuple[Any, Any]:
+    """Where ruamel keeps the comment that follows ``node[key]`` in the file: the map
+    or list, and the key or index, of the last scalar written in that value."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    for _ in range(MAX_NESTING + 1):
+        value = node[key]
+        if not isinstance(value, CommentedMap | CommentedSeq) or not value:
+            break
+        anchor = value.yaml_anchor()
+        if value.fa.flow_style() or (anchor is not None and anchor.value is not None):
+            break  # a flow collection's comment is the key's; an anchor may be elsewhere
+        node, key = value, (list(value)[-1] if isinstance(value, CommentedMap) else len(value) - 1)
+    return node, key
+
+
+def _move_comment(node: Any, previous: Any, key: Any) -> None:
+    """The full comment lines (and blank lines) after ``node[previous]`` moved after
+    ``node[key]``; an end-of-line comment stays where it is."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    holder, at = _last_entry(node, previous)
+    slot = 2 if isinstance(holder, CommentedMap) else 0
+    entry = holder.ca.items.get(at)
+    if not entry or entry[slot] is None:
+        return
+    token = entry[slot]
+    head, _, rest = token.value.partition("\n")
+    if not rest:
+        return
+    if head:
+        token.value = head + "\n"
+    else:
+        entry[slot] = None
+    target, target_key = _last_entry(node, key)
+    moved = CommentToken("\n" + rest, CommentMark(0))
+    if isinstance(target, CommentedMap):
+        target.ca.items[target_key] = [None, None, moved, None]
+    else:
+        target.ca.items[target_key] = [moved, None, None, None]
+
+
+def _merge(ours: str, base: str, theirs: str) -> str | None:
+    """``ours`` with the lines that differ between ``base`` and ``theirs`` changed as
+    they changed there; None when a changed line of ``base`` is not in ``ours`` as it is
+    (the user's line differs from ruamel's) or an added line has no place."""
+    mine = ours.splitlines(keepends=True)
+    old = base.splitlines(keepends=True)
+    new = theirs.splitlines(keepends=True)
+    found: dict[int, int] = {}  # a line of base -> the same line in ours
+    for tag, i1, i2, j1, j2 in _opcodes(old, mine):
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            # equal, or normalized line for line by ruamel (`~` for null, one space)
+            found.update(zip(range(i1, i2), range(j1, j2), strict=True))
+    edits: list[tuple[int, int, list[str]]] = []
+    for tag, i1, i2, j1, j2 in _opcodes(old, new):
+        if tag == "equal":
+            continue
+        if i1 < i2:
+            start = found.get(i1)
+            if start is None or any(found.get(i) != start + i - i1 for i in range(i1, i2)):
+                return None
+            end = start + i2 - i1
+        elif i1 - 1 in found:
+            start = end = found[i1 - 1] + 1
+        elif i1 in found:
+            start = end = found[i1]
+        else:
+            return None
+        edits.append((start, end, new[j1:j2]))
+    for start, end, lines in reversed(edits):
+        mine[start:end] = lines
+    return "".join(mine)
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes from ``a`` to ``b``, the common head and tail taken off first
+    (the two are mostly the same, and difflib is slow on many equal lines)."""
+    import difflib
+
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    codes: list[tuple[str, int, int, int, int]] = []
+    if head:
+        codes.append(("equal", 0, head, 0, head))
+    middle = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail])
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        codes.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
+    if tail:
+        codes.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return codes

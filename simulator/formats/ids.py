@@ -1,0 +1,132 @@
+"""The names zread gives things: version ids, page slugs, Go's timestamps.
+
+Owns: :func:`is_plain_name` (one safe path component: what every id and slug must be
+before it names a file), zread's version ids (local time ``YYYY-MM-DD-HHMMSS``:
+:func:`version_id`, :func:`parse_version_id`, :func:`next_version_id`), page slugs
+(:func:`slug`), and times as Go writes them (:func:`go_time`, :func:`go_time_ns`).
+
+Slugs come from python-slugify (``lowercase=True``, ``regex_pattern=r'[^-a-z0-9_]+'``),
+which reproduces every slug seen in zread's output: Chinese becomes pinyin through
+text-unidecode, ASCII letters run into the first syllable, underscores stay. It costs
+~16 ms to import, so it is imported on the first slug.
+
+Must not: do I/O or read the clock (a caller hands in the time).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Callable, Container
+from typing import Final
+
+__all__ = [
+    "go_time",
+    "go_time_ns",
+    "is_plain_name",
+    "next_version_id",
+    "parse_version_id",
+    "slug",
+    "version_id",
+]
+
+_VERSION_ID_FORMAT: Final = "%Y-%m-%d-%H%M%S"
+_VERSION_ID: Final = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})")
+_MAX_NAME: Final = 200
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` is one plain path component: not empty, not ``.``/``..``, no
+    separator, space or control character, at most 200 bytes in UTF-8 (a file name may
+    have 255, and a temporary file's name adds to it)."""
+    return (
+        0 < len(name.encode("utf-8", "surrogatepass")) <= _MAX_NAME
+        and name not in (".", "..")
+        and name.isprintable()
+        and not any(c in "/\\" or c.isspace() for c in name)
+    )
+
+
+def version_id(local: dt.datetime) -> str:
+    """zread's id of a wiki version made at ``local`` (wall-clock time, kept as given):
+    ``YYYY-MM-DD-HHMMSS``."""
+    return local.strftime(_VERSION_ID_FORMAT)
+
+
+def parse_version_id(wiki_id: str) -> dt.datetime | None:
+    """The local (naive) time a zread version id names, or None for another id."""
+    match = _VERSION_ID.fullmatch(wiki_id)
+    if match is None:
+        return None
+    try:
+        year, month, day, hour, minute, second = map(int, match.groups())
+        return dt.datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        return None
+
+
+def next_version_id(local: dt.datetime, taken: Container[str], skip: int = 0) -> str:
+    """The id of the first whole second at or after ``local`` that ``taken`` does not
+    hold, passing over ``skip`` free ones (a claim that lost a race tries the next)."""
+    moment = local.replace(microsecond=0)
+    while True:
+        candidate = version_id(moment)
+        if candidate not in taken:
+            if skip <= 0:
+                return candidate
+            skip -= 1
+        moment += dt.timedelta(seconds=1)
+
+
+def slug(n: int, title: str) -> str:
+    """zread's slug of the ``n``-th page (1-based) titled ``title``.
+
+    ``项目概览`` at 1 is ``1-xiang-mu-gai-lan``; ``Quick Start`` at 2 is
+    ``2-quick-start``. Two pages of one wiki never share a slug, whatever their titles:
+    their ``n`` differ. A title with nothing to keep (``"!!!"``) gives ``"<n>-"``, the
+    formula applied as it stands. A slug is always a plain name.
+    """
+    if n < 1:
+        raise ValueError(f"page numbers start at 1, not {n}")
+    return f"{n}-" + _title_slug(title)
+
+
+@functools.cache
+def _slugify() -> Callable[..., str]:
+    from slugify import slugify
+
+    return slugify
+
+
+@functools.lru_cache(maxsize=4096)
+def _title_slug(title: str) -> str:
+    """The slug of a title (without its number): drawn titles come from a few hundred,
+    and python-slugify takes ~15 us for one; a load run makes thousands of catalogs.
+    At most 150 characters, so a page's file name stays a plain name."""
+    return str(_slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+", max_length=150))
+
+
+def go_time(utc: dt.datetime, nanos: int | None = None) -> str:
+    """``utc`` as Go's ``time.RFC3339Nano`` writes a UTC time (``time.Time``'s JSON).
+
+    ``nanos`` is the nanoseconds within the second (0..999999999) and replaces the
+    datetime's microseconds; None takes them from the datetime. The fraction is
+    written with its trailing zeros removed and left out when it is zero, as Go does:
+    ``...T19:02:13.183259466Z``, ``...T19:02:13.5Z``, ``...T19:02:13Z``. A naive
+    datetime is taken as UTC; an aware one is converted.
+    """
+    if utc.tzinfo is not None:
+        utc = utc.astimezone(dt.UTC)
+    if nanos is None:
+        nanos = utc.microsecond * 1000
+    if not 0 <= nanos <= 999_999_999:
+        raise ValueError(f"nanos must be 0-999999999, not {nanos}")
+    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
+    return f"{utc:%Y-%m-%dT%H:%M:%S}{fraction}Z"
+
+
+def go_time_ns(epoch_ns: int) -> str:
+    """:func:`go_time` of a count of nanoseconds since the epoch (``time.time_ns()``)."""
+    seconds, nanos = divmod(epoch_ns, 1_000_000_000)
+    return go_time(dt.datetime.fromtimestamp(seconds, dt.UTC), nanos)

@@ -1,0 +1,178 @@
+"""Files inside a directory that may be hostile: by descriptor, never through a link.
+
+Owns the few operations the store needs inside a project's ``.zread/`` (a cloned
+repository may have planted links there), each relative to an open directory
+descriptor and refusing to follow a link at the last step:
+
+- :func:`open_dir` opens (or creates, then opens) a directory with
+  ``O_DIRECTORY|O_NOFOLLOW``: a link there is a :class:`LinkRefused`;
+- :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``;
+- :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, named
+  ``.<name>.<random>.tmp``, which no reader takes for a page) and renames it over the
+  name: a link at that name is replaced as a link, never written through;
+- :func:`remove_tree` and :func:`entries` (``shutil.rmtree`` and ``os.scandir`` on a
+  descriptor, neither following links);
+- :func:`flock` holds an exclusive ``flock`` on a directory's own descriptor, so no
+  lock file is ever created.
+
+Nothing here calls ``fsync``: a rename is atomic against a kill, which is what the
+simulator guards against (a power cut is not; zread's own writes are not durable
+against one either).
+
+Must not: decide what to write; know zread's layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+
+from simulator.core.errors import ConfigurationError
+
+__all__ = [
+    "TEMP_SUFFIX",
+    "FilesError",
+    "LinkRefused",
+    "entries",
+    "flock",
+    "is_temp",
+    "open_dir",
+    "read_file",
+    "remove_tree",
+    "replace_file",
+    "try_flock",
+]
+
+TEMP_SUFFIX = ".tmp"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class FilesError(ConfigurationError):
+    """One of zread's files or directories cannot be used: the message names it and
+    why (exit 2); nothing is written over it."""
+
+
+class LinkRefused(FilesError, OSError):
+    """A directory the simulator would have to go through is a link (or not a
+    directory): nothing is written, the message names it (exit 2)."""
+
+
+def open_dir(parent: int, name: str, where: str, *, create: bool = False) -> int | None:
+    """The descriptor of directory ``name`` in ``parent`` (None when it does not exist
+    and ``create`` is false); :class:`LinkRefused` naming ``where`` when it is a link or
+    not a directory."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if create:  # pragma: no cover - removed between mkdir and open
+            raise LinkRefused(f"{where}: removed while it was being created") from None
+        return None
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            kind = "a symbolic link" if _is_link(parent, name) else "not a directory"
+            raise LinkRefused(
+                f"{where}: {kind}; zread-sim never follows a link inside a project, "
+                "so it writes nothing here"
+            ) from None
+        raise
+
+
+def _is_link(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
+    except OSError:
+        return False
+
+
+def read_file(parent: int, name: str, limit: int) -> bytes | None:
+    """At most ``limit + 1`` bytes of the regular file ``name`` in ``parent`` (one more
+    than the limit, so the decoder knows a file is past it); None when there is no
+    regular file there: missing, a link, a directory, a pipe."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``name`` in ``parent`` with ``data`` at once (a reader sees the old file or
+    the new one) with exactly ``mode``; a link at ``name`` is replaced, not followed."""
+    temporary = f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=parent)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=parent)
+        raise
+
+
+def is_temp(name: str) -> bool:
+    """Whether ``name`` is one of :func:`replace_file`'s temporary files."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def entries(directory: int) -> Iterator[tuple[str, bool, bool]]:
+    """(name, is a regular file, is a directory) of each entry, links neither."""
+    with os.scandir(directory) as found:
+        for entry in found:
+            yield (
+                entry.name,
+                entry.is_file(follow_symlinks=False),
+                entry.is_dir(follow_symlinks=False),
+            )
+
+
+def remove_tree(parent: int, name: str) -> None:
+    """Remove directory ``name`` in ``parent`` and all below it, following no link."""
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(name, dir_fd=parent)
+
+
+@contextlib.contextmanager
+def flock(directory: int) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on an open directory for the block."""
+    fcntl.flock(directory, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(directory, fcntl.LOCK_UN)
+
+
+def try_flock(directory: int) -> bool:
+    """Take an exclusive ``flock`` on an open directory if nobody holds one; it is held
+    until the descriptor is closed. False when another holds it."""
+    try:
+        fcntl.flock(directory, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -1,0 +1,188 @@
+"""The user's side of zread's files: ``$HOME/.zread/`` (config, login, log).
+
+Owns: :class:`UserFiles`: the account and config a session starts from, laid over the
+scenario's (``config.yaml`` is the config ``config`` shows and ``generate`` uses;
+``login.json``, or an ``llm.api_key`` in ``config.yaml``, means logged in; with no
+``.zread/`` at all the scenario's stand in), saving a config or a login, and appending
+to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
+
+HOME is the user's own, unlike a project: a ``config.yaml`` or ``login.json`` that is a
+link to an existing file (a dotfiles manager's) is written through, the link left a
+link; a link to nothing is refused, since zread's Go would create its target wherever
+it points. Every change is a read-modify-write under an ``flock`` on ``.zread/``'s own
+descriptor (no lock file), and every file is replaced whole (temporary file, rename),
+so many processes on one HOME lose no update and leave nothing but zread's files.
+config.yaml and login.json are written 0600: they may hold a secret.
+
+Must not: write anywhere but ``home/.zread/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from simulator.core.effects import SaveConfig, SaveLogin
+from simulator.formats import log as lf
+from simulator.formats import login as lg
+from simulator.formats.bounds import LIMITS, FormatError
+from simulator.hosts.dirfd import FilesError, replace_file
+from simulator.scenario.world import Account, Settings, World
+
+__all__ = ["UserFiles"]
+
+_INTEGER_FIELDS = ("max_concurrent", "max_retries")
+_SECRET = 0o600
+
+
+class UserFiles:
+    """``home/.zread/``: read when a session starts, written when a command saves."""
+
+    def __init__(self, home: Path, *, clock: Callable[[], dt.datetime] = dt.datetime.now) -> None:
+        self.home = home
+        self.dir = home / ".zread"
+        self._clock = clock
+
+    # -- reading -----------------------------------------------------------------------
+
+    def world(self, world: World) -> World:
+        """``world`` with the user's config and account laid over it."""
+        if not self.dir.is_dir():
+            return world
+        config_data = self._read("config.yaml")
+        config = world.config
+        values: dict[str, str] = {}
+        if config_data is not None:
+            from simulator.formats import config as cf
+
+            where = self.dir / "config.yaml"
+            values = self._decode(where, lambda: cf.config_values(cf.read_config(config_data)))
+            config = _settings(config, values, where)
+        login_data = self._read("login.json")
+        login = None
+        if login_data is not None:
+            login = self._decode(self.dir / "login.json", lambda: lg.decode_login(login_data))
+        # Logged in by an API key alone is nobody's account: no username to show.
+        username = "" if login is None else login.username or world.account.username
+        logged_in = login is not None or bool(values.get("llm_api_key"))
+        account = Account(username=username, logged_in=logged_in)
+        return msgspec.structs.replace(world, config=config, account=account)
+
+    def _read(self, name: str) -> bytes | None:
+        """At most one byte past the file's limit, or None when there is no such file."""
+        path = self.dir / name
+        try:
+            with path.open("rb") as file:
+                return file.read(LIMITS[name] + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise FilesError(f"{path}: cannot read: {err.strerror}") from None
+
+    def _decode(self, where: Path, decode: Callable[[], Any]) -> Any:
+        """What ``decode`` returns; its :class:`FormatError` as a :class:`FilesError`
+        naming the file by its whole path."""
+        try:
+            return decode()
+        except FormatError as err:
+            message = str(err)
+            if message.startswith(f"{where.name}: "):
+                message = f"{where}: {message.removeprefix(f'{where.name}: ')}"
+            raise FilesError(message) from None
+
+    # -- writing -----------------------------------------------------------------------
+
+    def apply(self, effect: SaveConfig | SaveLogin) -> None:
+        if isinstance(effect, SaveConfig):
+            self._save_config(effect)
+        else:
+            self._save_login(effect)
+
+    def _save_config(self, effect: SaveConfig) -> None:
+        from simulator.formats.config_edit import save_config
+
+        with self._locked():
+            old = self._read("config.yaml")
+            if old is None:
+                changed = dict(effect.values)
+            else:
+                changed = {k: v for k, v in effect.values.items() if effect.initial.get(k) != v}
+            where = self.dir / "config.yaml"
+            data = self._decode(where, lambda: save_config(old, changed))
+            if data != old:
+                self._write("config.yaml", data)
+        self.log(f"config saved: {', '.join(sorted(changed)) or 'nothing changed'}")
+
+    def _save_login(self, effect: SaveLogin) -> None:
+        when = self._clock().astimezone(dt.UTC)
+        data = lg.encode_login(effect.username, effect.region, effect.model, logged_in_at=when)
+        with self._locked():
+            self._write("login.json", data)
+        self.log(f"logged in: {effect.username} ({effect.region}, {effect.model})")
+
+    def _write(self, name: str, data: bytes) -> None:
+        path = _through_link(self.dir / name)
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            replace_file(fd, path.name, data, _SECRET)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An ``flock`` on ``.zread/`` itself (made 0700 when missing) for the block."""
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the only descriptor releases the lock
+
+    def log(self, line: str) -> None:
+        """Append a line to ``log/zread.log`` in one write (only where ``.zread/``
+        exists); a log line is never worth a failed run."""
+        if not self.dir.is_dir():
+            return
+        data = lf.encode_line(self._clock(), line)
+        with contextlib.suppress(OSError, FilesError):
+            path = _through_link(self.dir / "log" / "zread.log")
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _SECRET)
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
+
+
+def _settings(base: Settings, values: Mapping[str, str], where: Path) -> Settings:
+    fields: dict[str, Any] = {k: v for k, v in values.items() if k in Settings.__struct_fields__}
+    try:
+        for key in _INTEGER_FIELDS:
+            if key in fields:
+                fields[key] = int(fields[key])
+        return msgspec.structs.replace(base, **fields)
+    except (ValueError, TypeError) as err:
+        raise FilesError(f"{where}: {err}") from None
+
+
+def _through_link(path: Path) -> Path:
+    """``path``, or the existing regular file it links to; :class:`FilesError` for a
+    link to nothing (or to something that is not a regular file)."""
+    if not path.is_symlink():
+        return path
+    target = path.resolve()
+    if not target.is_file():
+        raise FilesError(
+            f"{path}: a symbolic link to {os.readlink(path)}, which does not exist: "
+            "nothing is written through it"
+        )
+    return target

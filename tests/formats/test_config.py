@@ -1,0 +1,327 @@
+"""Tests of simulator/formats/config.py: config.yaml read bounded, written in zread's
+layout. (Saving over a user's file: test_config_edit.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from simulator.formats.bounds import BOM, LIMITS, MAX_NESTING, FormatError
+from simulator.formats.config import (
+    CONFIG_KEYS,
+    MAX_ALIAS_NODES,
+    ConfigFileError,
+    config_values,
+    default_config,
+    encode_config,
+    read_config,
+    update_config,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+ZREAD_DEFAULT = b"""\
+language: zh
+doc_language: zh
+llm:
+    provider: z.ai
+    model: glm-5
+    api_key: ""
+    base_url: https://open.bigmodel.cn/api/paas/v4
+concurrency:
+    max_concurrent: 1
+    max_retries: 0
+"""
+"""The file a fresh install of zread writes (ZREAD-FACTS, "The user: $HOME/.zread/")."""
+
+USER = """\
+# zread settings, edited by hand
+
+concurrency:   # how hard to push
+  max_retries: 0
+  max_concurrent: 2
+
+defaults: &d
+  timeout: 30
+  hosts: [a, b]
+llm:
+  model: 'glm-5'  # single quoted
+  provider: "z.ai"
+  # the key goes below
+  api_key: ""
+  base_url: https://open.bigmodel.cn/api/paas/v4
+profiles:
+  main: *d
+language: en
+zz_unknown: yes
+# the end
+"""
+"""A file a user wrote: comments at the top, inline and between keys, an anchor and
+its alias, both quote styles, 2-space indentation, a key zread does not know, and the
+keys in an order of the user's."""
+
+
+def changed(text: str, old: str, new: str) -> bytes:
+    """``text`` with the one line ``old`` replaced by ``new``, as bytes."""
+    assert text.count(old) == 1
+    return text.replace(old, new).encode()
+
+
+def refused(data: bytes) -> tuple[str, float]:
+    """The message :func:`read_config` refuses ``data`` with, and the seconds it took."""
+    start = time.monotonic()
+    with pytest.raises(ConfigFileError) as caught:
+        read_config(data)
+    return str(caught.value), time.monotonic() - start
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+
+def test_zreads_file_reads_as_its_defaults() -> None:
+    doc = read_config(ZREAD_DEFAULT)
+    assert doc == default_config()
+    assert config_values(doc) == {
+        "language": "zh",
+        "doc_language": "zh",
+        "max_concurrent": "1",
+        "max_retries": "0",
+        "llm_provider": "z.ai",
+        "llm_base_url": "https://open.bigmodel.cn/api/paas/v4",
+        "llm_model": "glm-5",
+        "llm_api_key": "",
+    }
+    assert list(config_values(doc)) == list(CONFIG_KEYS)
+
+
+def test_the_users_file_reads_with_its_alias_and_unknown_keys() -> None:
+    doc = read_config(USER.encode())
+    assert doc["profiles"]["main"] == {"timeout": 30, "hosts": ["a", "b"]}
+    assert doc["zz_unknown"] == "yes"
+    assert config_values(doc)["llm_model"] == "glm-5"
+    assert config_values(doc)["max_concurrent"] == "2"
+
+
+def test_only_true_and_false_are_booleans() -> None:
+    doc = read_config(
+        b"language: no\ndoc_language: yes\nllm:\n    provider: on\n    model: off\n"
+        b"    api_key: true\n    base_url: False\n"
+    )
+    assert doc["language"] == "no"
+    assert doc["doc_language"] == "yes"
+    assert doc["llm"]["provider"] == "on"
+    assert doc["llm"]["model"] == "off"
+    assert doc["llm"]["api_key"] is True
+    assert doc["llm"]["base_url"] is False
+    values = config_values(doc)
+    assert (values["language"], values["llm_api_key"], values["llm_base_url"]) == (
+        "no",
+        "true",
+        "false",
+    )
+
+
+def test_a_missing_field_is_left_out_and_null_is_empty() -> None:
+    values = config_values(read_config(b"llm:\n    api_key:\n"))
+    assert values == {"llm_api_key": ""}
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"# only a comment\n", b"---\n", BOM])
+def test_an_empty_file_is_an_empty_mapping(data: bytes) -> None:
+    assert read_config(data) == {}
+
+
+def test_a_byte_order_mark_is_allowed() -> None:
+    assert read_config(BOM + b"language: en\n") == {"language": "en"}
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [(b"- zh\n- en\n", "list"), (b"just words\n", "str"), (b"42\n", "int")],
+)
+def test_a_document_that_is_not_a_mapping_is_refused(data: bytes, kind: str) -> None:
+    message, _ = refused(data)
+    assert message == f"config.yaml: expected a mapping, got {kind}"
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (b"language: [zh\n", "line 2, column 1"),
+        (b"language: zh: en\n", "line 1, column 13"),
+        (b"a: 1\n---\nb: 2\n", "line 2, column 1"),
+        (b"language: *nothing\n", "line 1, column 11"),
+        (b"language: \xff\n", "at byte 10"),
+        (b"language: !!python/object:os.system x\n", "line 1, column 11"),
+        (b"\tlanguage: zh\n", "line 1, column 1"),
+    ],
+)
+def test_invalid_yaml_is_one_line_naming_the_place(data: bytes, where: str) -> None:
+    message, _ = refused(data)
+    assert message.startswith(f"config.yaml: not valid YAML: {where}: ")
+    assert "\n" not in message
+    assert "<byte string>" not in message
+
+
+def test_a_value_that_is_not_a_scalar_is_refused_by_name() -> None:
+    doc = read_config(b"llm:\n    model: [a, b]\n")
+    with pytest.raises(ConfigFileError, match=r"^config\.yaml: llm\.model: expected a value"):
+        config_values(doc)
+
+
+def test_the_error_is_a_format_error_and_a_value_error() -> None:
+    assert issubclass(ConfigFileError, FormatError)
+    assert issubclass(ConfigFileError, ValueError)
+
+
+# -- bounds --------------------------------------------------------------------------------
+
+
+def _billion_laughs() -> bytes:
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, 9):
+        name, previous = "abcdefghi"[level], "abcdefghi"[level - 1]
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _block_nesting(depth: int) -> bytes:
+    """``depth`` block maps, one inside the other."""
+    return "".join(f"{'  ' * level}k{level}:\n" for level in range(depth - 1)).encode() + (
+        f"{'  ' * (depth - 1)}leaf: 1\n".encode()
+    )
+
+
+DEEP = f"nested deeper than {MAX_NESTING} levels, the limit for config.yaml"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(
+            b"language: zh\n" + b"#" * (300 << 10) + b"\n",
+            "config.yaml: larger than 64 KiB, the limit for config.yaml",
+            id="300 KiB",
+        ),
+        pytest.param(b"a: " + b"[" * 900 + b"]" * 900 + b"\n", DEEP, id="flow 900 deep"),
+        pytest.param(b"a: " + b"{b: " * 900 + b"1" + b"}" * 900 + b"\n", DEEP, id="flow maps"),
+        pytest.param(_block_nesting(MAX_NESTING + 1), DEEP, id="block 33 deep"),
+        pytest.param(_block_nesting(150), DEEP, id="block 150 deep"),
+        pytest.param(
+            b"a: &a " + b"[" * 30 + b"x" + b"]" * 30 + b"\nb: [[[*a]]]\n",
+            DEEP,
+            id="deep once aliases are expanded",
+        ),
+        pytest.param(
+            b"a: &a [*a]\n",
+            "alias *a is inside the node it names: recursive aliases are not allowed",
+            id="recursive list",
+        ),
+        pytest.param(
+            b"a: &a\n    b: *a\n",
+            "alias *a is inside the node it names: recursive aliases are not allowed",
+            id="recursive map",
+        ),
+        pytest.param(
+            _billion_laughs(),
+            f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes, the limit for config.yaml",
+            id="billion laughs",
+        ),
+    ],
+)
+def test_past_a_bound_is_refused_quickly_naming_the_limit(data: bytes, expected: str) -> None:
+    message, seconds = refused(data)
+    assert message.startswith("config.yaml: ")
+    assert message.endswith(expected)
+    assert "\n" not in message
+    assert seconds < 5  # a generous bound: a hang or an expansion would take far longer
+
+
+def test_the_billion_laughs_is_small_and_the_size_limit_is_the_shared_one() -> None:
+    assert len(_billion_laughs()) < 512
+    limit = LIMITS["config.yaml"]
+    assert read_config(b"a: 1\n" + b"#" * (limit - 6) + b"\n") == {"a": 1}
+    with pytest.raises(ConfigFileError, match="larger than 64 KiB"):
+        read_config(b"a: 1\n" + b"#" * (limit - 5) + b"\n")
+
+
+def test_nesting_to_the_limit_and_aliases_within_it_are_read() -> None:
+    assert read_config(_block_nesting(MAX_NESTING))["k0"]["k1"]["k2"] is not None
+    doc = read_config(b"a: &a [1, 2]\nb: [*a, *a]\nc: {x: *a}\n")
+    assert doc["b"] == [[1, 2], [1, 2]]
+    assert doc["c"] == {"x": [1, 2]}
+
+
+def test_aliases_are_counted_expanded_up_to_the_limit() -> None:
+    ten = ", ".join(["1"] * 9)
+    # Each alias of a names its 10 nodes; the 1,000th alias reaches 10,000 nodes, not more.
+    at_limit = f"a: &a [{ten}]\nb: [{', '.join(['*a'] * 1000)}]\n".encode()
+    assert len(read_config(at_limit)["b"]) == 1000
+    past = f"a: &a [{ten}]\nb: [{', '.join(['*a'] * 1001)}]\n".encode()
+    with pytest.raises(ConfigFileError, match="aliases expand to more than 10,000 nodes"):
+        read_config(past)
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+def test_the_defaults_are_written_as_zread_writes_them() -> None:
+    assert encode_config(default_config()) == ZREAD_DEFAULT
+
+
+def test_zreads_keys_go_first_in_its_order_and_others_are_kept_after() -> None:
+    doc = {
+        "extra": {"b": 1, "a": [1, 2]},
+        "concurrency": {"max_retries": 2, "max_concurrent": 3},
+        "language": "en",
+        "llm": {"base_url": "u", "model": "m"},
+    }
+    assert encode_config(doc) == (
+        b"language: en\nllm:\n    model: m\n    base_url: u\nconcurrency:\n"
+        b"    max_concurrent: 3\n    max_retries: 2\nextra:\n    b: 1\n    a:\n"
+        b"        - 1\n        - 2\n"
+    )
+
+
+def test_strings_are_quoted_only_when_needed_with_double_quotes() -> None:
+    url = "https://example.com/" + "x" * 200
+    doc = {"language": "no", "doc_language": "中文", "llm": {"api_key": "", "base_url": url}}
+    assert (
+        encode_config(doc)
+        == (
+            f'language: "no"\ndoc_language: 中文\nllm:\n    api_key: ""\n    base_url: {url}\n'
+        ).encode()
+    )
+    assert read_config(encode_config(doc)) == doc
+
+
+def test_update_config_builds_a_new_document() -> None:
+    doc = read_config(b"language: en\nllm:\n    model: m\n")
+    new = update_config(doc, {"max_retries": "3", "language": "en", "llm_model": "n"})
+    assert new == {"language": "en", "llm": {"model": "n"}, "concurrency": {"max_retries": 3}}
+    assert doc["llm"]["model"] == "m"  # a copy
+    with pytest.raises(ValueError, match="not config fields: colour"):
+        update_config(doc, {"colour": "red"})
+
+
+# -- start-up ------------------------------------------------------------------------------
+
+
+def test_importing_the_modules_imports_neither_ruamel_nor_pyyaml() -> None:
+    code = (
+        "import simulator.formats.config, simulator.formats.config_edit, sys; "
+        "print('ruamel' in ' '.join(sys.modules), 'yaml' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.split() == ["False", "False"]

@@ -1,0 +1,223 @@
+"""Tests of simulator/formats/ids.py: plain names, zread's version ids, page slugs and
+times as Go writes them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from simulator.formats.ids import (
+    go_time,
+    go_time_ns,
+    is_plain_name,
+    next_version_id,
+    parse_version_id,
+    slug,
+    version_id,
+)
+
+# -- is_plain_name ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "2026-04-06-130213",
+        "1-xiang-mu-gai-lan",
+        "3-default_config",
+        "1-",
+        "a",
+        "...",
+        ".hidden",
+        "wiki.json",
+        "项目概览",
+        "x" * 200,
+    ],
+)
+def test_plain_names(name: str) -> None:
+    assert is_plain_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        ".",
+        "..",
+        "a/b",
+        "/abs",
+        "a\\b",
+        "a b",
+        " x",
+        "x\n",
+        "x\t",
+        "a\x00b",
+        "a\x1bb",
+        "a\u00a0b",
+        "a\u2028b",
+        "a\u3000b",
+        "x" * 201,
+    ],
+)
+def test_names_that_are_not_plain(name: str) -> None:
+    assert not is_plain_name(name)
+
+
+# -- version ids --------------------------------------------------------------------------
+
+
+def test_version_id_is_the_local_wall_clock_to_the_second() -> None:
+    assert version_id(dt.datetime(2026, 4, 6, 13, 2, 13, 999_999)) == "2026-04-06-130213"
+    aware = dt.datetime(2026, 4, 6, 13, 2, 13, tzinfo=dt.timezone(dt.timedelta(hours=-6)))
+    assert version_id(aware) == "2026-04-06-130213"
+
+
+def test_parse_version_id() -> None:
+    assert parse_version_id("2026-04-06-130213") == dt.datetime(2026, 4, 6, 13, 2, 13)
+    moment = dt.datetime(2030, 12, 31, 23, 59, 59)
+    assert parse_version_id(version_id(moment)) == moment
+
+
+@pytest.mark.parametrize(
+    "wiki_id",
+    [
+        "2026-02-30-000000",
+        "2026-13-01-000000",
+        "2026-04-06-240000",
+        "2026-04-06-126000",
+        "20260406-130213-abcdef",
+        "2026-04-06-130213\n",
+        " 2026-04-06-130213",
+        "2026-04-06-13021",
+        "2026-04-06-1302130",
+        "",
+        "draft",
+    ],
+)
+def test_parse_version_id_of_another_id_is_none(wiki_id: str) -> None:
+    assert parse_version_id(wiki_id) is None
+
+
+def test_next_version_id_is_the_first_free_second() -> None:
+    at = dt.datetime(2026, 12, 31, 23, 59, 58, 500_000)
+    assert next_version_id(at, set()) == "2026-12-31-235958"
+    taken = {"2026-12-31-235958", "2026-12-31-235959", "other"}
+    assert next_version_id(at, taken) == "2027-01-01-000000"
+    assert next_version_id(at, ["2026-12-31-235959"]) == "2026-12-31-235958"
+
+
+def test_next_version_id_skips_free_ids_when_asked() -> None:
+    at = dt.datetime(2026, 4, 6, 13, 2, 13)
+    taken = {"2026-04-06-130214"}
+    assert next_version_id(at, taken, skip=0) == "2026-04-06-130213"
+    assert next_version_id(at, taken, skip=1) == "2026-04-06-130215"
+    assert next_version_id(at, taken, skip=2) == "2026-04-06-130216"
+    assert next_version_id(at, taken, skip=-3) == "2026-04-06-130213"
+    ids = [next_version_id(at, taken, skip=n) for n in range(5)]
+    assert len(set(ids)) == 5 and not set(ids) & taken
+
+
+# -- slugs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "title", "expected"),
+    [
+        (
+            12,
+            "UI框架设计（Ctrl/Handler/Panel/Template）",
+            "12-uikuang-jia-she-ji-ctrl-handler-panel-template",
+        ),
+        (10, "Protobuf协议集成", "10-protobufxie-yi-ji-cheng"),
+        (1, "项目概览", "1-xiang-mu-gai-lan"),
+        (3, "default_config", "3-default_config"),
+        (1, "Overview", "1-overview"),
+        (2, "Quick Start", "2-quick-start"),
+        (4, "!!!", "4-"),
+    ],
+)
+def test_slug_reproduces_zreads_samples(n: int, title: str, expected: str) -> None:
+    assert slug(n, title) == expected
+
+
+def test_the_number_keeps_slugs_of_one_wiki_apart() -> None:
+    titles = ["Quick Start", "quick start", "Quick-Start!", "QUICK   START"]
+    assert len({slug(1, t)[2:] for t in titles}) == 1
+    slugs = [slug(n, t) for n, t in enumerate(titles, start=1)]
+    assert len(set(slugs)) == len(slugs)
+
+
+@pytest.mark.parametrize("n", [0, -1])
+def test_slug_numbers_start_at_one(n: int) -> None:
+    with pytest.raises(ValueError, match="page numbers start at 1"):
+        slug(n, "Overview")
+
+
+@pytest.mark.parametrize(
+    ("n", "title"),
+    [
+        (1, "a" * 1000),
+        (12345, "word " * 400),
+        (7, "项目概览" * 200),
+        (99, "Architecture & Design / Overview. " * 50),
+    ],
+)
+def test_a_very_long_title_gives_a_bounded_plain_slug(n: int, title: str) -> None:
+    result = slug(n, title)
+    prefix = f"{n}-"
+    assert result.startswith(prefix)
+    assert len(result) <= 150 + len(prefix)
+    assert len(result) > 100
+    assert is_plain_name(result)
+    assert is_plain_name(result + ".md")
+
+
+@pytest.mark.parametrize("title", ["", ".", "..", "/", "a/../b", "\\", "\n", " ", "\x00"])
+def test_every_slug_is_a_plain_name(title: str) -> None:
+    assert is_plain_name(slug(1, title))
+
+
+# -- Go time ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nanos", "text"),
+    [
+        (183_259_466, "2026-04-06T19:02:13.183259466Z"),
+        (183_259_460, "2026-04-06T19:02:13.18325946Z"),
+        (500_000_000, "2026-04-06T19:02:13.5Z"),
+        (1, "2026-04-06T19:02:13.000000001Z"),
+        (999_999_999, "2026-04-06T19:02:13.999999999Z"),
+        (0, "2026-04-06T19:02:13Z"),
+    ],
+)
+def test_go_time_is_rfc3339nano(nanos: int, text: str) -> None:
+    assert go_time(dt.datetime(2026, 4, 6, 19, 2, 13, tzinfo=dt.UTC), nanos) == text
+
+
+def test_go_time_converts_to_utc_and_defaults_to_microseconds() -> None:
+    local = dt.datetime(2026, 4, 6, 13, 2, 13, 183_259, tzinfo=dt.timezone(-dt.timedelta(hours=6)))
+    assert go_time(local) == "2026-04-06T19:02:13.183259Z"
+    assert go_time(dt.datetime(2026, 4, 6, 19, 2, 13)) == "2026-04-06T19:02:13Z"
+    assert go_time(dt.datetime(2026, 4, 6, 19, 2, 13, 500_000)) == "2026-04-06T19:02:13.5Z"
+    assert go_time(local, 7) == "2026-04-06T19:02:13.000000007Z"
+
+
+def test_go_time_crosses_the_date_line_when_converting() -> None:
+    east = dt.datetime(2026, 1, 1, 3, 0, 0, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+    assert go_time(east) == "2025-12-31T19:00:00Z"
+
+
+@pytest.mark.parametrize("nanos", [-1, 1_000_000_000])
+def test_go_time_refuses_nanos_out_of_range(nanos: int) -> None:
+    with pytest.raises(ValueError, match="nanos"):
+        go_time(dt.datetime(2026, 1, 1), nanos)
+
+
+def test_go_time_ns() -> None:
+    stamp = int(dt.datetime(2026, 4, 6, 19, 2, 13, tzinfo=dt.UTC).timestamp())
+    assert go_time_ns(stamp * 10**9 + 183_259_466) == "2026-04-06T19:02:13.183259466Z"
+    assert go_time_ns(stamp * 10**9) == "2026-04-06T19:02:13Z"
+    assert go_time_ns(0) == "1970-01-01T00:00:00Z"
+    assert go_time_ns(-1) == "1969-12-31T23:59:59.999999999Z"

@@ -1,0 +1,241 @@
+"""simulator.hosts.userfiles: the user's side of zread's files, in real directories.
+
+The account and config a session starts from, saving a config or a login (round trip,
+0600, through a dotfiles link), many processes on one HOME, and the log."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from simulator.core.effects import SaveConfig, SaveLogin
+from simulator.formats.config import config_values, read_config
+from simulator.formats.login import decode_login, encode_login
+from simulator.hosts.files import FilesError, FileStore
+from simulator.scenario import load_scenario
+from simulator.virtual import start
+
+CONFIG = """\
+language: zh
+doc_language: zh
+llm:
+    provider: z.ai
+    model: glm-5
+    api_key: ""
+    base_url: https://open.bigmodel.cn/api/paas/v4
+concurrency:
+    max_concurrent: 1
+    max_retries: 0
+"""
+NOON = dt.datetime(2026, 4, 6, 13, 2, 13)
+
+
+def login_bytes(username: str, region: str, model: str) -> bytes:
+    return encode_login(username, region, model, logged_in_at=NOON)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def store(home: Path, project: Path) -> FileStore:
+    return FileStore(home, project, clock=lambda: NOON)
+
+
+def test_config_yaml_is_the_config_and_an_api_key_is_a_login(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "config.yaml").write_text(CONFIG.replace('api_key: ""', "api_key: sk-1"))
+    world = store(home, project).world(load_scenario("default").world)
+    assert world.config.language == "zh" and world.config.llm_model == "glm-5"
+    assert world.config.max_concurrent == 1 and world.config.max_retries == 0
+    assert world.account.logged_in is True
+    assert world.account.username == ""  # a key of one's own is nobody's account
+
+
+def test_login_json_names_the_account(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "login.json").write_bytes(login_bytes("mona", "cn", "glm-4.6"))
+    world = store(home, project).world(load_scenario("default").world)
+    assert world.account.logged_in is True and world.account.username == "mona"
+
+
+def test_a_zread_dir_without_login_or_key_is_logged_out(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "config.yaml").write_text(CONFIG)
+    assert store(home, project).world(load_scenario("default").world).account.logged_in is False
+    (home / ".zread" / "login.json").write_bytes(login_bytes("ada", "cn", "glm-5"))
+    world = store(home, project).world(load_scenario("default").world)
+    assert world.account.logged_in is True and world.account.username == "ada"
+
+
+def test_a_config_that_cannot_be_read_is_a_files_error_naming_it(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text("language: [zh\n")
+    with pytest.raises(FilesError, match=str(path)):
+        store(home, project).world(load_scenario("default").world)
+    assert path.read_text() == "language: [zh\n"  # left as it was
+
+
+def test_save_config_writes_only_what_changed_and_keeps_unknown_keys(
+    home: Path, project: Path
+) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text(CONFIG + "extra: kept\n")
+    initial = {"language": "zh", "max_retries": "0", "llm_model": "glm-5"}
+    values = {**initial, "max_retries": "3"}
+    store(home, project).apply(SaveConfig(values, initial))
+    doc = read_config(path.read_bytes())
+    assert doc["concurrency"]["max_retries"] == 3 and doc["extra"] == "kept"
+    assert doc["language"] == "zh" and doc["llm"]["model"] == "glm-5"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_save_login_writes_login_json(home: Path, project: Path) -> None:
+    store(home, project).apply(SaveLogin("ada", "global", "glm-4.6"))
+    record = decode_login((home / ".zread" / "login.json").read_bytes())
+    assert (record.username, record.region, record.model) == ("ada", "global", "glm-4.6")
+    assert oct((home / ".zread" / "login.json").stat().st_mode & 0o777) == "0o600"
+
+
+def test_many_processes_saving_config_lose_no_update(home: Path, project: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from simulator.core.effects import SaveConfig
+        from simulator.hosts.files import FileStore
+        home, key, value = sys.argv[1:]
+        FileStore(home, home).apply(SaveConfig({key: value}, {key: ""}))
+        """
+    )
+    keys = ["language", "doc_language", "llm_provider", "llm_model", "llm_base_url", "llm_api_key"]
+    children = [
+        subprocess.Popen([sys.executable, "-c", script, str(home), key, f"v-{key}"]) for key in keys
+    ]
+    assert [child.wait(30) for child in children] == [0] * len(keys)
+    values = config_values(read_config((home / ".zread" / "config.yaml").read_bytes()))
+    assert {key: values[key] for key in keys} == {key: f"v-{key}" for key in keys}
+    assert sorted(os.listdir(home / ".zread")) == ["config.yaml", "log"]  # no lock, no temp
+
+
+def test_a_config_linked_to_a_file_elsewhere_is_saved_through_the_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "zread.yaml").write_text(CONFIG)
+    (home / ".zread").mkdir()
+    link = home / ".zread" / "config.yaml"
+    link.symlink_to(dotfiles / "zread.yaml")
+    store(home, project).apply(SaveConfig({"language": "en"}, initial={"language": "zh"}))
+    assert link.is_symlink()
+    values = config_values(read_config((dotfiles / "zread.yaml").read_bytes()))
+    assert values["language"] == "en"
+    assert values["llm_model"] == "glm-5"
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["zread.yaml"]
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "login.json"])
+def test_a_link_to_nothing_is_refused_and_nothing_is_created_through_it(
+    home: Path, project: Path, tmp_path: Path, name: str
+) -> None:
+    (home / ".zread").mkdir()
+    target = tmp_path / "elsewhere" / name
+    link = home / ".zread" / name
+    link.symlink_to(target)
+    effect: object = (
+        SaveConfig({"language": "en"}, initial={"language": "zh"})
+        if name == "config.yaml"
+        else SaveLogin("octocat", "cn", "glm-4.6")
+    )
+    with pytest.raises(FilesError, match="does not exist"):
+        store(home, project).apply(effect)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert not target.parent.exists()
+    assert [p.name for p in (home / ".zread").iterdir()] == [name]  # no lock file, no temp
+
+
+def test_a_log_linked_to_nothing_is_not_written_and_the_run_goes_on(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (home / ".zread" / "log").mkdir(parents=True)
+    target = tmp_path / "elsewhere" / "zread.log"
+    (home / ".zread" / "log" / "zread.log").symlink_to(target)
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    assert session.wait_done()["error"] == ""
+    session.close()
+    assert not target.parent.exists()
+
+
+def test_a_save_keeps_the_users_comments_anchors_and_quoting(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    written = (
+        "# my zread settings\n"
+        "language: 'zh'  # the UI\n"
+        'doc_language: "zh"\n'
+        "llm: &llm\n"
+        "  provider: z.ai\n"
+        "  model: glm-5\n"
+        "  api_key: ''\n"
+        "  base_url: https://open.bigmodel.cn/api/paas/v4\n"
+        "backup: *llm\n"
+        "concurrency:\n"
+        "  max_concurrent: 1\n"
+        "  max_retries: 0   # none\n"
+    )
+    path.write_text(written)
+    initial = {"max_retries": "0", "language": "zh"}
+    store(home, project).apply(SaveConfig({**initial, "max_retries": "3"}, initial))
+    assert path.read_text() == written.replace("max_retries: 0   #", "max_retries: 3   #")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "limit"),
+    [
+        ("config.yaml", b"a: " + b"[" * 900 + b"]" * 900 + b"\n", "32"),
+        ("config.yaml", b"a: &a [*a]\n", "alias"),
+        ("config.yaml", b"x: " + b"y" * (80 << 10) + b"\n", "64 KiB"),
+        ("login.json", b'{"a":' + b"[" * 1000 + b"]" * 1000 + b"}", "32"),
+        ("login.json", b" " * (65 << 10) + b"{}", "64 KiB"),
+    ],
+)
+def test_a_file_past_a_bound_is_one_error_naming_it_and_the_limit(
+    home: Path, project: Path, name: str, data: bytes, limit: str
+) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / name
+    path.write_bytes(data)
+    with pytest.raises(FilesError) as caught:
+        store(home, project).world(load_scenario("default").world)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and limit in message and "\n" not in message
+    assert path.read_bytes() == data
+
+
+def test_the_log_gets_one_line_per_change_and_no_other_file(home: Path, project: Path) -> None:
+    (home / ".zread").mkdir()
+    files = store(home, project)
+    files.world(load_scenario("default").world)
+    files.apply(SaveLogin("ada", "global", "glm-4.6"))
+    lines = (home / ".zread" / "log" / "zread.log").read_text().splitlines()
+    assert len(lines) == 2 and "start: seed 0" in lines[0] and "logged in: ada" in lines[1]
+    assert sorted(os.listdir(home / ".zread")) == ["log", "login.json"]
