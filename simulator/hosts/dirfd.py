@@ -95,12 +95,15 @@ def _is_link(parent: int, name: str) -> bool:
         return False
 
 
-def read_file(parent: int, name: str, limit: int) -> bytes | None:
+def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False) -> bytes | None:
     """At most ``limit + 1`` bytes of the regular file ``name`` in ``parent`` (one more
     than the limit, so the decoder knows a file is past it); None when there is no
-    regular file there: missing, a link, a directory, a pipe."""
+    regular file there: missing, a directory, a pipe (never waited on), or a link
+    (``follow``: the file a link names is read, for the user's own files; ``parent``
+    None: ``name`` is a path)."""
+    flags = _READ_FLAGS & ~os.O_NOFOLLOW if follow else _READ_FLAGS
     try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+        fd = os.open(name, flags, dir_fd=parent)
     except OSError:
         return None
     try:

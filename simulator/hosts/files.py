@@ -71,6 +71,8 @@ __all__ = ["DiskSite", "FileStore", "FilesError", "project_sources"]
 _SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
 _MAX_SOURCES = 400
 _MAX_SOURCE_BYTES = 1 << 20
+_MAX_FILES_READ = 4000
+_MAX_BYTES_READ = 64 << 20
 _DRAFTS = "drafts"
 _CLAIM = ".draft-"
 """``.draft-<id>`` claims a draft's id (and holds the draft when a live run owns
@@ -81,18 +83,29 @@ _WIKI_PATH = (".zread", "wiki")
 def project_sources(project: Path) -> list[tuple[str, int]]:
     """The project's text files a page may cite: (relative path, line count), sorted;
     hidden and tool directories skipped, links neither followed nor read, at most a
-    few hundred files of at most 1 MiB each."""
+    few hundred files of at most 1 MiB each, and at most a few thousand files or
+    64 MiB read in all (a repository may be huge, or hostile)."""
     found: list[tuple[str, int]] = []
+    budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
     for root, dirs, files in os.walk(project):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        if root != str(project):  # a directory below is never a link (the project may be)
+            flags |= os.O_NOFOLLOW
         try:
-            directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            directory = os.open(root, flags)
         except OSError:
             continue
         try:
             for name in sorted(files):
+                if budget[0] <= 0 or budget[1] <= 0 or len(found) >= _MAX_SOURCES:
+                    return found
                 data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
-                if data is None or len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
+                budget[0] -= 1
+                if data is None:
+                    continue
+                budget[1] -= len(data)
+                if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
                     continue
                 try:
                     lines = len(data.decode("utf-8").splitlines())
@@ -100,8 +113,6 @@ def project_sources(project: Path) -> list[tuple[str, int]]:
                     continue
                 if lines:
                     found.append((Path(root, name).relative_to(project).as_posix(), lines))
-                if len(found) >= _MAX_SOURCES:
-                    return found
         finally:
             os.close(directory)
     return found

@@ -33,7 +33,7 @@ from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.formats import log as lf
 from simulator.formats import login as lg
 from simulator.formats.bounds import LIMITS, FormatError
-from simulator.hosts.dirfd import FilesError, replace_file
+from simulator.hosts.dirfd import FilesError, read_file, replace_file
 from simulator.scenario.world import Account, Settings, World
 
 __all__ = ["UserFiles"]
@@ -76,15 +76,12 @@ class UserFiles:
         return msgspec.structs.replace(world, config=config, account=account)
 
     def _read(self, name: str) -> bytes | None:
-        """At most one byte past the file's limit, or None when there is no such file."""
-        path = self.dir / name
+        """At most one byte past the file's limit, or None when there is no such
+        regular file (a link is followed: HOME is the user's)."""
         try:
-            with path.open("rb") as file:
-                return file.read(LIMITS[name] + 1)
-        except FileNotFoundError:
-            return None
+            return read_file(None, str(self.dir / name), LIMITS[name], follow=True)
         except OSError as err:
-            raise FilesError(f"{path}: cannot read: {err.strerror}") from None
+            raise FilesError(f"{self.dir / name}: cannot read: {err.strerror}") from None
 
     def _decode(self, where: Path, decode: Callable[[], Any]) -> Any:
         """What ``decode`` returns; its :class:`FormatError` as a :class:`FilesError`
@@ -155,7 +152,8 @@ class UserFiles:
         with contextlib.suppress(OSError, FilesError):
             path = _through_link(self.dir / "log" / "zread.log")
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _SECRET)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+            fd = os.open(path, flags, _SECRET)  # a pipe there is not waited on
             try:
                 while data:
                     data = data[os.write(fd, data) :]

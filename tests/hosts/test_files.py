@@ -446,3 +446,16 @@ def test_config_and_login_never_open_the_project(home: Path, project: Path, tmp_
     session.quit()
     session.close()
     assert json.dumps(session.last["vm"])  # it ran, and the link was never followed
+
+
+def test_project_sources_reads_a_bounded_number_of_files(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(20):
+        (project / f"blob{n:02}.bin").write_bytes(b"\0" * 100)  # read, never cited
+    os.mkfifo(project / "pipe")  # never waited on
+    monkeypatch.setattr("simulator.hosts.files._MAX_FILES_READ", 10)
+    # README.md sorts first; the budget then goes on the blobs, and src/ is never read
+    assert project_sources(project) == [("README.md", 3)]
+    monkeypatch.setattr("simulator.hosts.files._MAX_FILES_READ", 4000)
+    assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]

@@ -239,3 +239,20 @@ def test_the_log_gets_one_line_per_change_and_no_other_file(home: Path, project:
     lines = (home / ".zread" / "log" / "zread.log").read_text().splitlines()
     assert len(lines) == 2 and "start: seed 0" in lines[0] and "logged in: ada" in lines[1]
     assert sorted(os.listdir(home / ".zread")) == ["log", "login.json"]
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "login.json"])
+def test_a_pipe_in_place_of_a_file_is_not_waited_on(home: Path, project: Path, name: str) -> None:
+    (home / ".zread").mkdir()
+    os.mkfifo(home / ".zread" / name)
+    world = store(home, project).world(load_scenario("default").world)  # returns at once
+    assert world.config == load_scenario("default").world.config
+
+
+def test_a_pipe_in_place_of_the_log_is_not_waited_on(home: Path, project: Path) -> None:
+    (home / ".zread" / "log").mkdir(parents=True)
+    os.mkfifo(home / ".zread" / "log" / "zread.log")
+    files = store(home, project)
+    files.world(load_scenario("default").world)
+    files.apply(SaveLogin("ada", "global", "glm-4.6"))
+    assert decode_login((home / ".zread" / "login.json").read_bytes()).username == "ada"
