@@ -20,6 +20,6 @@ Must not: do I/O, read the clock, or import anything above :mod:`simulator.core`
 
 from __future__ import annotations
 
-from simulator.formats.bounds import FormatError
-
-__all__ = ["FormatError"]
+__all__: list[str] = []
+"""Nothing is imported here: a command imports the formats it reads, when it reads
+them (:class:`~simulator.formats.bounds.FormatError` is in ``bounds``)."""

@@ -77,7 +77,8 @@ def check_size(data: bytes, kind: str, name: str | None = None) -> None:
         raise FormatError(f"{name or kind}: larger than {_size(limit)}, the limit for {kind}")
 
 
-_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING: Final = rb'"(?:[^"\\]|\\.)*"'
+"""A pattern, compiled at the first deep document (``re`` caches it)."""
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
 
 
@@ -86,7 +87,7 @@ def check_json_nesting(data: bytes, name: str, limit: int = MAX_NESTING) -> None
     (strings are skipped, so a bracket inside one does not count)."""
     if data.count(b"[") + data.count(b"{") <= limit:
         return  # too few brackets to nest that deep: the common case, no scan
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    brackets = re.sub(_JSON_STRING, b"", data, flags=re.DOTALL).translate(None, _NOT_BRACKETS)
     depth = 0
     for byte in brackets:
         if byte in b"[{":

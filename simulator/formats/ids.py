@@ -1,7 +1,8 @@
-"""The names zread gives things: version ids, page slugs, Go's timestamps.
+"""The names zread gives things: version ids, page slugs, levels, Go's timestamps.
 
-Owns: :func:`is_plain_name` (one safe path component: what every id and slug must be
-before it names a file), zread's version ids (local time ``YYYY-MM-DD-HHMMSS``:
+Owns: the reading levels a page may have (:data:`LEVELS`), :func:`is_plain_name` (one
+safe path component: what every id and slug must be before it names a file), zread's
+version ids (local time ``YYYY-MM-DD-HHMMSS``:
 :func:`version_id`, :func:`parse_version_id`, :func:`next_version_id`), page slugs
 (:func:`slug`), and times as Go writes them (:func:`go_time`, :func:`go_time_ns`).
 
@@ -22,6 +23,7 @@ from collections.abc import Callable, Container
 from typing import Final
 
 __all__ = [
+    "LEVELS",
     "go_time",
     "go_time_ns",
     "is_plain_name",
@@ -31,8 +33,12 @@ __all__ = [
     "version_id",
 ]
 
+LEVELS: Final = ("Beginner", "Intermediate", "Advanced")
+"""The reading levels a wiki page may have (wiki.json's ``level``), by name."""
+
 _VERSION_ID_FORMAT: Final = "%Y-%m-%d-%H%M%S"
-_VERSION_ID: Final = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})")
+_VERSION_ID: Final = r"([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})"
+"""A pattern, not a compiled one: compiled at the first use (``re`` caches it)."""
 _MAX_NAME: Final = 200
 
 
@@ -56,7 +62,7 @@ def version_id(local: dt.datetime) -> str:
 
 def parse_version_id(wiki_id: str) -> dt.datetime | None:
     """The local (naive) time a zread version id names, or None for another id."""
-    match = _VERSION_ID.fullmatch(wiki_id)
+    match = re.fullmatch(_VERSION_ID, wiki_id)
     if match is None:
         return None
     try:

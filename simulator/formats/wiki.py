@@ -17,6 +17,7 @@ Must not: do I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Final, Literal, Protocol, cast
@@ -25,7 +26,7 @@ import msgspec
 
 from simulator.formats import gojson
 from simulator.formats.bounds import BOM, FormatError, check_size, decode_json
-from simulator.formats.ids import is_plain_name
+from simulator.formats.ids import LEVELS, is_plain_name
 
 __all__ = [
     "CURRENT_PREFIX",
@@ -44,13 +45,13 @@ __all__ = [
 
 WIKI_JSON: Final = "wiki.json"
 CURRENT_PREFIX: Final = "versions/"
-LEVELS: Final = ("Beginner", "Intermediate", "Advanced")
-"""The reading levels a wiki page may have (wiki.json's ``level``)."""
 
 Level = Literal["Beginner", "Intermediate", "Advanced"]
-_GO_TIME: Final = re.compile(
+_GO_TIME: Final = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
 )
+"""A pattern, not a compiled one: only a decode needs it (``re`` caches it), and a
+command that reads no wiki.json pays nothing for it at start-up."""
 
 
 class PageEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
@@ -74,8 +75,10 @@ class WikiIndex(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     pages: list[PageEntry]
 
 
-_WIKI_DECODER = msgspec.json.Decoder(WikiIndex)
-"""Made when the module is: its types are resolved once, while the module is whole."""
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[WikiIndex]:
+    """Made at the first decode, not at start-up (most commands read no wiki.json)."""
+    return msgspec.json.Decoder(WikiIndex)
 
 
 class CatalogPage(Protocol):
@@ -133,10 +136,10 @@ def decode_wiki(data: bytes, name: str = WIKI_JSON) -> WikiIndex:
     JSON, a missing or unknown key, a wrong type, an unknown level or language, an id
     or slug that is not a plain name, a page file that is not ``<slug>.md``, two pages
     with one slug."""
-    index = decode_json(data, _WIKI_DECODER, "wiki.json", name)
+    index = decode_json(data, _decoder(), "wiki.json", name)
     if not is_plain_name(index.id):
         raise FormatError(f"{name}: id {index.id!r} is not a directory name")
-    if not _GO_TIME.fullmatch(index.generated_at):
+    if not re.fullmatch(_GO_TIME, index.generated_at):
         raise FormatError(f"{name}: generated_at {index.generated_at!r} is not RFC 3339")
     seen: set[str] = set()
     for i, page in enumerate(index.pages):

@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 
 from simulator.core.errors import ConfigurationError
-from simulator.formats.bounds import LIMITS, FormatError, check_size
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay
@@ -100,6 +99,8 @@ def _is_path(ref: str) -> bool:
 def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
     """Parse a scenario reference: a built-in name, or a path ending in .toml."""
     if _is_path(ref):
+        from simulator.formats.bounds import LIMITS, FormatError, check_size
+
         path = ref if base is None else os.path.join(base, ref)
         try:
             with open(path, "rb") as f:

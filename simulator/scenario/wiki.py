@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from simulator.formats.ids import slug, version_id
-from simulator.formats.wiki import LEVELS
+from simulator.formats.ids import LEVELS, slug, version_id
 from simulator.scenario.world import PageSpec
 
 if TYPE_CHECKING:

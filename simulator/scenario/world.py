@@ -16,8 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from simulator.formats.ids import is_plain_name
-from simulator.formats.wiki import LEVELS
+from simulator.formats.ids import LEVELS, is_plain_name
 
 __all__ = [
     "LEVELS",
