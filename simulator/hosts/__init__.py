@@ -2,8 +2,10 @@
 
 Owns: performing effects (:mod:`~simulator.hosts.effects`), the world kept across
 commands in zread's own files (:mod:`~simulator.hosts.files`, the store, with
-:mod:`~simulator.hosts.userfiles` for HOME and :mod:`~simulator.hosts.dirfd` for a
-project's directories; their bytes are :mod:`simulator.formats`'), the wiki's HTTP server
+:mod:`~simulator.hosts.userfiles` for HOME, :mod:`~simulator.hosts.dirfd` for a
+project's directories, :mod:`~simulator.hosts.pages` for what a page cites and
+:mod:`~simulator.hosts.disksite` for what browse serves from disk; their bytes are
+:mod:`simulator.formats`'), the wiki's HTTP server
 (:mod:`~simulator.hosts.wikiserver`) and the ``zread`` executable writer
 (:mod:`~simulator.hosts.executable`).
 

@@ -28,8 +28,12 @@ The project's side (``project/.zread/wiki/``), which a cloned repository control
 - Nothing else is ever created in the project: the lock is the ``flock`` on
   ``.zread/wiki``'s own descriptor, temporary files live beside what they replace.
 
-Must not: write anywhere but ``home/.zread/`` and ``project/.zread/wiki/``. This module
-is where the wall clock is read, for a new version's id and time.
+What a page says is :mod:`simulator.hosts.pages`'; what browse serves from disk is
+:mod:`simulator.hosts.disksite`'s.
+
+Must not: write anywhere but ``home/.zread/`` and ``project/.zread/wiki/``. The wall
+clock is read here (a new version's id and time) and by the user's side (its log),
+through the ``clock`` given.
 """
 
 from __future__ import annotations
@@ -37,9 +41,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import functools
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,85 +62,20 @@ from simulator.formats.bounds import LIMITS, FormatError
 from simulator.formats.ids import go_time, is_plain_name, next_version_id
 from simulator.hosts import dirfd
 from simulator.hosts.dirfd import FilesError
+from simulator.hosts.disksite import WIKI_PATH, DiskSite
+from simulator.hosts.pages import page_bytes, project_sources
 from simulator.hosts.userfiles import UserFiles
 from simulator.scenario.world import Draft, PageSpec, WikiVersion, World
 
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
 
-__all__ = ["DiskSite", "FileStore", "FilesError", "project_sources"]
+__all__ = ["FileStore", "FilesError"]
 
-_SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
-_MAX_SOURCES = 400
-_MAX_SOURCE_BYTES = 1 << 20
-_MAX_FILES_READ = 4000
-_MAX_BYTES_READ = 64 << 20
 _DRAFTS = "drafts"
 _CLAIM = ".draft-"
 """``.draft-<id>`` claims a draft's id (and holds the draft when a live run owns
 ``drafts/``)."""
-_WIKI_PATH = (".zread", "wiki")
-
-
-def project_sources(project: Path) -> list[tuple[str, int]]:
-    """The project's text files a page may cite: (relative path, line count), sorted;
-    hidden and tool directories skipped, links neither followed nor read, at most a
-    few hundred files of at most 1 MiB each, and at most a few thousand files or
-    64 MiB read in all (a repository may be huge, or hostile)."""
-    found: list[tuple[str, int]] = []
-    budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
-    for root, dirs, files in os.walk(project):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-        if root != str(project):  # a directory below is never a link (the project may be)
-            flags |= os.O_NOFOLLOW
-        try:
-            directory = os.open(root, flags)
-        except OSError:
-            continue
-        try:
-            for name in sorted(files):
-                if budget[0] <= 0 or budget[1] <= 0 or len(found) >= _MAX_SOURCES:
-                    return found
-                data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
-                budget[0] -= 1
-                if data is None:
-                    continue
-                budget[1] -= len(data)
-                if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
-                    continue
-                try:
-                    lines = len(data.decode("utf-8").splitlines())
-                except UnicodeDecodeError:
-                    continue
-                if lines:
-                    found.append((Path(root, name).relative_to(project).as_posix(), lines))
-        finally:
-            os.close(directory)
-    return found
-
-
-@functools.lru_cache(maxsize=4096)
-def _page_bytes(
-    page: Page,
-    language: str,
-    seed: int,
-    catalog: tuple[Page, ...],
-    sources: tuple[tuple[str, int], ...],
-) -> bytes:
-    """A page file's bytes. The same seed, catalog and sources give the same page, so a
-    test suite's many runs on one scenario draw each page once."""
-    from simulator.scenario import wiki
-
-    others = [(p.title, p.slug) for p in catalog if p.slug != page.slug]
-    text = wiki.page_markdown(
-        page,
-        language="zh" if language == "zh" else "en",
-        seed=seed,
-        others=others,
-        sources=sources,
-    )
-    return text.encode("utf-8")
 
 
 class _Run:
@@ -272,7 +209,7 @@ class FileStore:
 
     def _where(self, *parts: str) -> str:
         assert self.project is not None
-        return str(self.project.joinpath(*_WIKI_PATH, *parts))
+        return str(self.project.joinpath(*WIKI_PATH, *parts))
 
     def _open_wiki(self, *, create: bool) -> int | None:
         """``project/.zread/wiki``'s descriptor, kept open (None: no project side, or
@@ -427,7 +364,7 @@ class FileStore:
         if self._sources is None:
             assert self.project is not None
             self._sources = tuple(project_sources(self.project))
-        return _page_bytes(page, self._language, self._seed, self._catalog, self._sources)
+        return page_bytes(page, self._language, self._seed, self._catalog, self._sources)
 
     def _page_written(self, effect: PageWritten) -> None:
         run = self._run
@@ -505,78 +442,3 @@ class FileStore:
         if self._wiki_fd >= 0:
             os.close(self._wiki_fd)
             self._wiki_fd = -1
-
-
-class DiskSite:
-    """One version of the project's wiki served from its files (see
-    :class:`~simulator.hosts.wikiserver.Site`): the index is its wiki.json, a page is its
-    ``.md`` file, read when asked for, each time from the project down without
-    following a link; a page that is not a regular file reached so is not served (the
-    server answers 404) and a line on stderr says why."""
-
-    def __init__(self, project: Path, version: str, wiki_json: bytes, index: wf.WikiIndex) -> None:
-        self.project = project.name
-        self._path = project
-        self._version_dir = version
-        self._json = wiki_json
-        self.version = index.id
-        self.pages = tuple(index.pages)
-        self._files = {page.slug: page.file for page in index.pages}
-
-    @classmethod
-    def open(cls, project: Path, version: str) -> DiskSite | None:
-        """The version's site, or None when it has no readable wiki.json there."""
-        data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
-        if data is None:
-            return None
-        where = project.joinpath(*_WIKI_PATH, "versions", version, wf.WIKI_JSON)
-        return cls(project, version, data, wf.decode_wiki(data, str(where)))
-
-    def markdown(self, slug: str) -> str | None:
-        name = self._files.get(slug)
-        if name is None:
-            return None
-        parts = ("versions", self._version_dir, name)
-        try:
-            data = _read_in_wiki(self._path, parts, LIMITS["page"])
-        except OSError:
-            data = None
-        where = self._path.joinpath(*_WIKI_PATH, *parts)
-        if data is None:
-            print(f"zread-sim: browse: {where}: not served: not a regular file", file=sys.stderr)
-            return None
-        if len(data) > LIMITS["page"]:
-            print(f"zread-sim: browse: {where}: not served: over 8 MiB", file=sys.stderr)
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            print(f"zread-sim: browse: {where}: not served: not UTF-8", file=sys.stderr)
-            return None
-
-    def wiki_json(self) -> bytes:
-        return self._json
-
-
-def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes | None:
-    """A file below ``project/.zread/wiki`` reached through no link, or None."""
-    try:
-        fd: int | None = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    for name in (*_WIKI_PATH, *parts[:-1]):
-        assert fd is not None
-        try:
-            child = dirfd.open_dir(fd, name, name)
-        except dirfd.LinkRefused:
-            child = None
-        finally:
-            os.close(fd)
-        if child is None:
-            return None
-        fd = child
-    assert fd is not None
-    try:
-        return dirfd.read_file(fd, parts[-1], limit)
-    finally:
-        os.close(fd)

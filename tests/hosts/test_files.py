@@ -17,7 +17,7 @@ import pytest
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.formats.wiki import decode_wiki
 from simulator.hosts.dirfd import LinkRefused
-from simulator.hosts.files import DiskSite, FilesError, FileStore, project_sources
+from simulator.hosts.files import FilesError, FileStore
 from simulator.scenario import load_scenario, wiki
 from simulator.virtual import start
 
@@ -173,13 +173,6 @@ def test_resuming_a_draft_whose_id_is_a_version_ends_in_error(home: Path, projec
     again.close()
     assert last["done"] is True and last["vm"]["state"] == "error"
     assert version in last["vm"]["error"]
-
-
-def test_project_sources_lists_text_files_with_their_lines(project: Path) -> None:
-    (project / ".git").mkdir()
-    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (project / "logo.png").write_bytes(b"\x89PNG\0\0\0")
-    assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
 
 
 def test_nothing_is_written_outside_the_two_zread_dirs(home: Path, project: Path) -> None:
@@ -411,51 +404,9 @@ def test_a_page_file_planted_as_a_link_in_the_draft_is_replaced(
     assert victim.read_text() == "keep" and not planted.is_symlink()
 
 
-def test_browse_never_serves_a_linked_page(
-    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    session = start("generate", "-y", speed=0, home=home, project=project)
-    session.wait_done()
-    session.close()
-    secret = tmp_path / "passwd"
-    secret.write_text("root:x:0:0")
-    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
-    site = DiskSite.open(project, version_id)
-    assert site is not None
-    page = site.pages[0]
-    assert site.markdown(page.slug)
-    page_path = project / ".zread/wiki/versions" / version_id / page.file
-    page_path.unlink()
-    page_path.symlink_to(secret)
-    assert site.markdown(page.slug) is None
-    assert f"{page_path}: not served" in capsys.readouterr().err
-    assert DiskSite.open(project, "../../..") is None
-
-
-def test_project_sources_never_reads_through_a_link(project: Path, tmp_path: Path) -> None:
-    secret = tmp_path / "secret.txt"
-    secret.write_text("a\nb\n")
-    (project / "linked.txt").symlink_to(secret)
-    (project / "src" / "outside").symlink_to(tmp_path, target_is_directory=True)
-    assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
-
-
 def test_config_and_login_never_open_the_project(home: Path, project: Path, tmp_path: Path) -> None:
     (project / ".zread").symlink_to(tmp_path, target_is_directory=True)
     session = start("config", speed=0, home=home, project=project)
     session.quit()
     session.close()
     assert json.dumps(session.last["vm"])  # it ran, and the link was never followed
-
-
-def test_project_sources_reads_a_bounded_number_of_files(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for n in range(20):
-        (project / f"blob{n:02}.bin").write_bytes(b"\0" * 100)  # read, never cited
-    os.mkfifo(project / "pipe")  # never waited on
-    monkeypatch.setattr("simulator.hosts.files._MAX_FILES_READ", 10)
-    # README.md sorts first; the budget then goes on the blobs, and src/ is never read
-    assert project_sources(project) == [("README.md", 3)]
-    monkeypatch.setattr("simulator.hosts.files._MAX_FILES_READ", 4000)
-    assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]

@@ -1,0 +1,104 @@
+"""One version of the project's wiki, served by browse from its files.
+
+Owns: :class:`DiskSite` (a :class:`~simulator.hosts.wikiserver.Site`): the index is the
+version's wiki.json, a page its ``.md`` file, read when asked for, each time from the
+project down by directory descriptor, following no link. A page that is not a regular
+file reached so, or is too large, or is not UTF-8, is not served (the server answers
+404) and one line on stderr says why: a cloned repository can plant a link to any file.
+
+Must not: write anything.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from simulator.formats import wiki as wf
+from simulator.formats.bounds import LIMITS
+from simulator.formats.ids import is_plain_name
+from simulator.hosts import dirfd
+
+__all__ = ["WIKI_PATH", "DiskSite"]
+
+WIKI_PATH = (".zread", "wiki")
+"""Where a project keeps zread's wiki, below the project."""
+
+
+class DiskSite:
+    """One version of the project's wiki served from its files (see
+    :class:`~simulator.hosts.wikiserver.Site`): the index is its wiki.json, a page is its
+    ``.md`` file, read when asked for, each time from the project down without
+    following a link; a page that is not a regular file reached so is not served (the
+    server answers 404) and a line on stderr says why."""
+
+    def __init__(self, project: Path, version: str, wiki_json: bytes, index: wf.WikiIndex) -> None:
+        self.project = project.name
+        self._path = project
+        self._version_dir = version
+        self._json = wiki_json
+        self.version = index.id
+        self.pages = tuple(index.pages)
+        self._files = {page.slug: page.file for page in index.pages}
+
+    @classmethod
+    def open(cls, project: Path, version: str) -> DiskSite | None:
+        """The version's site, or None when it has no readable wiki.json there."""
+        data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
+        if data is None:
+            return None
+        where = project.joinpath(*WIKI_PATH, "versions", version, wf.WIKI_JSON)
+        return cls(project, version, data, wf.decode_wiki(data, str(where)))
+
+    def markdown(self, slug: str) -> str | None:
+        name = self._files.get(slug)
+        if name is None:
+            return None
+        parts = ("versions", self._version_dir, name)
+        try:
+            data = _read_in_wiki(self._path, parts, LIMITS["page"])
+        except OSError:
+            data = None
+        where = self._path.joinpath(*WIKI_PATH, *parts)
+        if data is None:
+            print(f"zread-sim: browse: {where}: not served: not a regular file", file=sys.stderr)
+            return None
+        if len(data) > LIMITS["page"]:
+            print(f"zread-sim: browse: {where}: not served: over 8 MiB", file=sys.stderr)
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            print(f"zread-sim: browse: {where}: not served: not UTF-8", file=sys.stderr)
+            return None
+
+    def wiki_json(self) -> bytes:
+        return self._json
+
+
+def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes | None:
+    """A file below ``project/.zread/wiki`` reached through no link, or None (also for
+    a part that is not one plain name: ``..`` goes nowhere)."""
+    if not all(is_plain_name(part) for part in parts):
+        return None
+    try:
+        fd: int | None = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for name in (*WIKI_PATH, *parts[:-1]):
+        assert fd is not None
+        try:
+            child = dirfd.open_dir(fd, name, name)
+        except dirfd.LinkRefused:
+            child = None
+        finally:
+            os.close(fd)
+        if child is None:
+            return None
+        fd = child
+    assert fd is not None
+    try:
+        return dirfd.read_file(fd, parts[-1], limit)
+    finally:
+        os.close(fd)

@@ -1,0 +1,90 @@
+"""What a page the simulator writes into a project says of the project.
+
+Owns: :func:`project_sources`, the project's text files a page may cite (read bounded,
+never through a link: the repository may be huge, or hostile), and :func:`page_bytes`,
+a page file's bytes, drawn from the seed and cached (the same seed, catalog and sources
+give the same page, so a test suite's many runs on one scenario draw each page once).
+
+Must not: write anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulator.hosts import dirfd
+
+if TYPE_CHECKING:
+    from simulator.scenario.wiki import Page
+
+__all__ = ["page_bytes", "project_sources"]
+
+_SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
+_MAX_SOURCES = 400
+_MAX_SOURCE_BYTES = 1 << 20
+_MAX_FILES_READ = 4000
+_MAX_BYTES_READ = 64 << 20
+
+
+def project_sources(project: Path) -> list[tuple[str, int]]:
+    """The project's text files a page may cite: (relative path, line count), sorted;
+    hidden and tool directories skipped, links neither followed nor read, at most a
+    few hundred files of at most 1 MiB each, and at most a few thousand files or
+    64 MiB read in all (a repository may be huge, or hostile)."""
+    found: list[tuple[str, int]] = []
+    budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
+    for root, dirs, files in os.walk(project):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        if root != str(project):  # a directory below is never a link (the project may be)
+            flags |= os.O_NOFOLLOW
+        try:
+            directory = os.open(root, flags)
+        except OSError:
+            continue
+        try:
+            for name in sorted(files):
+                if budget[0] <= 0 or budget[1] <= 0 or len(found) >= _MAX_SOURCES:
+                    return found
+                data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
+                budget[0] -= 1
+                if data is None:
+                    continue
+                budget[1] -= len(data)
+                if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
+                    continue
+                try:
+                    lines = len(data.decode("utf-8").splitlines())
+                except UnicodeDecodeError:
+                    continue
+                if lines:
+                    found.append((Path(root, name).relative_to(project).as_posix(), lines))
+        finally:
+            os.close(directory)
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def page_bytes(
+    page: Page,
+    language: str,
+    seed: int,
+    catalog: tuple[Page, ...],
+    sources: tuple[tuple[str, int], ...],
+) -> bytes:
+    """A page file's bytes. The same seed, catalog and sources give the same page, so a
+    test suite's many runs on one scenario draw each page once."""
+    from simulator.scenario import wiki
+
+    others = [(p.title, p.slug) for p in catalog if p.slug != page.slug]
+    text = wiki.page_markdown(
+        page,
+        language="zh" if language == "zh" else "en",
+        seed=seed,
+        others=others,
+        sources=sources,
+    )
+    return text.encode("utf-8")
