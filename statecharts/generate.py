@@ -296,6 +296,13 @@ class GenerateModel(Driver):
         wikis = self.rt.scenario.world.wikis
         return draft is not None and bool(draft.id) and any(w.id == draft.id for w in wikis)
 
+    def draft_complete(self, _: Any) -> bool:
+        """Every page of a draft read from disk is written (a run killed between its last
+        page and its commit): a resume has nothing to run, and commits the draft at once.
+        (A scenario's ``done`` count leaves one page to run at least.)"""
+        draft = self.draft
+        return draft is not None and bool(draft.finished) and self.draft_done == len(self.pages)
+
     def show_draft_conflict(self, _: Any) -> None:
         assert self.draft is not None
         self.vm.error = f"draft {self.draft.id} already exists as version {self.draft.id}"
@@ -609,6 +616,13 @@ CHART = {
         {
             "trigger": "_start",
             "source": "starting",
+            "dest": "done",
+            "conditions": ["draft_resumed", "draft_complete"],
+            "before": ["resume_draft", "record_wiki"],
+        },
+        {
+            "trigger": "_start",
+            "source": "starting",
             "dest": "pages",
             "conditions": "draft_resumed",
             "before": "resume_draft",
@@ -632,6 +646,13 @@ CHART = {
             "dest": "error",
             "conditions": ["chose_resume", "draft_is_a_version"],
             "before": "show_draft_conflict",
+        },
+        {
+            "trigger": "select_action",
+            "source": "select_action",
+            "dest": "done",
+            "conditions": ["chose_resume", "draft_complete"],
+            "before": ["resume_draft", "record_wiki"],
         },
         {
             "trigger": "select_action",

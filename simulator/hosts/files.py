@@ -42,6 +42,7 @@ import contextlib
 import datetime as dt
 import errno
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -394,6 +395,7 @@ class FileStore:
             versions = dirfd.open_dir(wiki_fd, "versions", self._where("versions"), create=True)
             assert versions is not None
             try:
+                self._check_commit(wiki_fd, versions, run)
                 os.rename(run.name, run.id, src_dir_fd=wiki_fd, dst_dir_fd=versions)
             except OSError as err:
                 if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
@@ -411,6 +413,20 @@ class FileStore:
         run.close()
         self._run = None
         self.log(f"wiki {run.id}: {len(pages)} of {effect.pages_total} pages, now current")
+
+    def _check_commit(self, wiki_fd: int, versions: int, run: _Run) -> None:
+        """Before the draft becomes a version: what stands at ``versions/<id>`` that is
+        not a directory (a link, a file: planted) is replaced, as a link always is; a
+        ``current`` that is a directory is refused, before anything moves."""
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(os.lstat("current", dir_fd=wiki_fd).st_mode):
+                raise FilesError(
+                    f"{self._where('current')}: a directory, not zread's pointer; nothing "
+                    f"is written over it, and the draft stays in {self._where(run.name)}"
+                )
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(run.id, dir_fd=versions).st_mode):
+                os.unlink(run.id, dir_fd=versions)
 
     def _leave(self, effect: DraftLeft) -> None:
         run, self._run = self._run, None

@@ -19,7 +19,8 @@ shortest first. Everything is seeded and ordered: the same charts give the same 
 
 The scenarios tried are the built-ins without transport faults, then a few written here
 (:data:`EXTRA_SCENARIOS`) for what no built-in reaches (a failure at a point no
-built-in fails, a draft whose id is a version's, login approved by a control peer).
+built-in fails, a draft whose id is a version's, a draft with every page written, login
+approved by a control peer).
 A transition no case takes is named on stderr, and the command exits 1.
 
 Steps count events, so a case replays exactly in virtual time (``zread_sim``): there,
@@ -71,6 +72,8 @@ EXTRA_SCENARIOS: Final[dict[str, dict[str, str]]] = {
         'error = "open repository: no .git here"\n',
         "draft-already-a-version": 'extends = "draft"\n[world.draft]\nid = "2025-01-01-000000"\n'
         '[[world.wikis]]\nid = "2025-01-01-000000"\n',
+        "draft-complete": '[[world.project.pages]]\ntitle = "A"\n[[world.project.pages]]\n'
+        'title = "B"\n[world.draft]\nid = "2025-01-01-000000"\nfinished = ["1-a", "2-b"]\n',
     },
     "login": {
         "approved-by-peer": '[world.login]\napprover = "control"\n',

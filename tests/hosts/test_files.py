@@ -410,3 +410,34 @@ def test_config_and_login_never_open_the_project(home: Path, project: Path, tmp_
     session.quit()
     session.close()
     assert json.dumps(session.last["vm"])  # it ran, and the link was never followed
+
+
+def test_a_link_planted_at_the_versions_id_is_replaced_not_followed(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pages = wiki.catalog(0, "acme/widget", 1)
+    files = store(home, project, NOON)
+    run_to_page(files, pages, 1)
+    versions = project / ".zread/wiki/versions"
+    versions.mkdir()
+    (versions / "2026-04-06-130213").symlink_to(elsewhere, target_is_directory=True)
+    files.apply(WikiGenerated(1, 1))
+    version = versions / "2026-04-06-130213"
+    assert not version.is_symlink() and (version / "wiki.json").is_file()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_current_that_is_a_directory_is_refused_and_the_draft_stays(
+    home: Path, project: Path
+) -> None:
+    pages = wiki.catalog(0, "acme/widget", 1)
+    files = store(home, project, NOON)
+    run_to_page(files, pages, 1)
+    current = project / ".zread/wiki/current"
+    current.mkdir()
+    with pytest.raises(FilesError, match=f"^{current}: a directory, not zread's pointer"):
+        files.apply(WikiGenerated(1, 1))
+    assert (project / ".zread/wiki/drafts/wiki.json").is_file()
+    assert list((project / ".zread/wiki/versions").iterdir()) == []  # no version

@@ -506,6 +506,45 @@ def test_select_action_resume() -> None:
     check_resumed(run)
 
 
+def complete_draft() -> Scenario:
+    """A draft read from disk with every page written: a run killed between its last
+    page and its commit leaves one."""
+    return load_scenario(
+        "complete-draft",
+        text='[[world.project.pages]]\ntitle = "A"\n[[world.project.pages]]\ntitle = "B"\n'
+        '[world.draft]\nid = "2025-01-01-000000"\nfinished = ["1-a", "2-b"]\n',
+    )
+
+
+@pytest.mark.parametrize("how", ["--draft resume", "select_action resume"])
+def test_resuming_a_draft_with_every_page_written_commits_it_at_once(how: str) -> None:
+    from simulator.core.effects import CatalogReady, WikiGenerated
+
+    flags = Flags(draft_action="resume") if how == "--draft resume" else Flags()
+    session = Session(load_chart("generate"), complete_draft(), flags=flags)
+    outcome = session.start()
+    if how == "select_action resume":
+        assert json.loads(outcome[-1])["vm"]["state"] == "select_action"
+        outcome = session.feed(cmd("select_action", action="resume"))
+    final = json.loads(outcome[-1])
+    assert final["done"] is True and final["vm"]["state"] == "done"
+    assert final["vm"]["done_total"] == 2 and final["vm"]["catalog"]["status"] == "resumed"
+    assert all(t["state"] == "resumed" for t in final["vm"]["pages"]["tasks"])
+    kinds = [type(effect) for effect in outcome.effects]
+    assert kinds == [CatalogReady, WikiGenerated]
+    assert outcome.effects[1] == WikiGenerated(pages_done=2, pages_total=2)
+
+
+def test_a_scenario_drafts_done_count_always_leaves_a_page_to_run() -> None:
+    run = Run(complete_draft_by_count(), draft_action="resume")
+    assert run.vm["state"] == "running"
+    assert run.finish()["vm"]["done_total"] == PAGES
+
+
+def complete_draft_by_count() -> Scenario:
+    return load_scenario("by-count", text='extends = "draft"\n[world.draft]\ndone = 99\n')
+
+
 def check_cleared(run: Run) -> None:
     """The draft was thrown away: the catalog runs, then every page from scratch."""
     assert run.vm["catalog"]["status"] == "running"
