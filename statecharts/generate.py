@@ -6,7 +6,8 @@ Owns: the generate vm and its flow.
   generate, browse, cancel; has_draft → resume, clear, cancel. ``--yes`` skips it;
   ``--draft resume|clear|cancel`` answers it for a draft. ``--yes`` alone ignores a
   draft and starts over (the gate says ``empty``), as zread 0.2.13 does. Resuming a
-  draft whose id is already a version's ends in ``error``.
+  draft whose id is already a version's ends in ``error``; resuming one read from disk
+  with every page written (a run killed before its commit) ends ``done`` at once.
 - The catalog: a simulated agent calls tools (``tool_name`` changes at each
   ``catalog_step``); a failed attempt starts again, counted in ``auto_retry`` (the
   automatic retries, as ``retry_count`` counts a page's), until ``max_retries``
