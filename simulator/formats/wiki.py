@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import Final, Literal, Protocol, cast
+from typing import Final, Literal, Protocol, cast, runtime_checkable
 
 import msgspec
 
@@ -35,6 +35,7 @@ __all__ = [
     "Level",
     "PageEntry",
     "WikiIndex",
+    "WikiPage",
     "decode_current",
     "decode_wiki",
     "encode_current",
@@ -81,23 +82,29 @@ def _decoder() -> msgspec.json.Decoder[WikiIndex]:
     return msgspec.json.Decoder(WikiIndex)
 
 
-class CatalogPage(Protocol):
-    """What a page of a catalog offers (a scenario's ``Page``), as wiki.json lists it."""
+@runtime_checkable
+class WikiPage(Protocol):
+    """A page as wiki.json lists it, whatever holds it (a scenario's catalog page, a
+    :class:`PageEntry`); ``group`` is empty when the page has none."""
 
     @property
     def slug(self) -> str: ...
+
     @property
     def title(self) -> str: ...
+
     @property
     def section(self) -> str: ...
+
     @property
     def group(self) -> str: ...
+
     @property
     def level(self) -> str: ...
 
 
 def wiki_index(
-    wiki_id: str, generated_at: str, language: str, pages: Iterable[CatalogPage]
+    wiki_id: str, generated_at: str, language: str, pages: Iterable[WikiPage]
 ) -> WikiIndex:
     """The wiki.json of a catalog's ``pages`` (levels and language as the scenario
     checked them when it loaded: any other language is ``en``)."""

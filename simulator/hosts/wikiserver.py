@@ -69,6 +69,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from simulator.core.effects import DEFAULT_HOST, DEFAULT_PORT
 from simulator.core.errors import ConfigurationError
+from simulator.formats.wiki import WikiPage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence, Set
@@ -117,24 +118,9 @@ _IN_USE: Final = frozenset(
 )
 
 
-@runtime_checkable
-class SitePage(Protocol):
-    """One entry of a wiki's index, in wiki.json's terms (``group`` empty when none)."""
-
-    @property
-    def slug(self) -> str: ...
-
-    @property
-    def title(self) -> str: ...
-
-    @property
-    def section(self) -> str: ...
-
-    @property
-    def group(self) -> str: ...
-
-    @property
-    def level(self) -> str: ...
+SitePage = WikiPage
+"""One entry of a wiki's index, in wiki.json's terms (:class:`~simulator.formats.wiki.
+WikiPage`)."""
 
 
 @runtime_checkable

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.samples import ZREAD_DEFAULT
+
 from .helpers import EXIT_WITHIN, Proc, Program, install_zread, write_scenario
 
 Event = dict[str, Any]
@@ -38,18 +40,7 @@ SOURCES = {
 }
 """The project's files and their line counts."""
 
-SAMPLE_CONFIG = """\
-language: zh
-doc_language: zh
-llm:
-    provider: z.ai
-    model: glm-5
-    api_key: ""
-    base_url: https://open.bigmodel.cn/api/paas/v4
-concurrency:
-    max_concurrent: 1
-    max_retries: 0
-"""
+SAMPLE_CONFIG = ZREAD_DEFAULT.decode()
 """config.yaml as zread writes it (its defaults)."""
 API_KEY_LINE = '    api_key: ""\n'
 

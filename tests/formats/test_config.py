@@ -21,54 +21,9 @@ from simulator.formats.config import (
     read_config,
     update_config,
 )
+from tests.samples import USER, ZREAD_DEFAULT, billion_laughs
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-ZREAD_DEFAULT = b"""\
-language: zh
-doc_language: zh
-llm:
-    provider: z.ai
-    model: glm-5
-    api_key: ""
-    base_url: https://open.bigmodel.cn/api/paas/v4
-concurrency:
-    max_concurrent: 1
-    max_retries: 0
-"""
-"""The file a fresh install of zread writes (ZREAD-FACTS, "The user: $HOME/.zread/")."""
-
-USER = """\
-# zread settings, edited by hand
-
-concurrency:   # how hard to push
-  max_retries: 0
-  max_concurrent: 2
-
-defaults: &d
-  timeout: 30
-  hosts: [a, b]
-llm:
-  model: 'glm-5'  # single quoted
-  provider: "z.ai"
-  # the key goes below
-  api_key: ""
-  base_url: https://open.bigmodel.cn/api/paas/v4
-profiles:
-  main: *d
-language: en
-zz_unknown: yes
-# the end
-"""
-"""A file a user wrote: comments at the top, inline and between keys, an anchor and
-its alias, both quote styles, 2-space indentation, a key zread does not know, and the
-keys in an order of the user's."""
-
-
-def changed(text: str, old: str, new: str) -> bytes:
-    """``text`` with the one line ``old`` replaced by ``new``, as bytes."""
-    assert text.count(old) == 1
-    return text.replace(old, new).encode()
 
 
 def refused(data: bytes) -> tuple[str, float]:
@@ -181,14 +136,6 @@ def test_the_error_is_a_format_error_and_a_value_error() -> None:
 # -- bounds --------------------------------------------------------------------------------
 
 
-def _billion_laughs() -> bytes:
-    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for level in range(1, 9):
-        name, previous = "abcdefghi"[level], "abcdefghi"[level - 1]
-        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
-    return ("\n".join(lines) + "\n").encode()
-
-
 def _block_nesting(depth: int) -> bytes:
     """``depth`` block maps, one inside the other."""
     return "".join(f"{'  ' * level}k{level}:\n" for level in range(depth - 1)).encode() + (
@@ -227,7 +174,7 @@ DEEP = f"nested deeper than {MAX_NESTING} levels, the limit for config.yaml"
             id="recursive map",
         ),
         pytest.param(
-            _billion_laughs(),
+            billion_laughs(),
             f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes, the limit for config.yaml",
             id="billion laughs",
         ),
@@ -242,7 +189,7 @@ def test_past_a_bound_is_refused_quickly_naming_the_limit(data: bytes, expected:
 
 
 def test_the_billion_laughs_is_small_and_the_size_limit_is_the_shared_one() -> None:
-    assert len(_billion_laughs()) < 512
+    assert len(billion_laughs()) < 512
     limit = LIMITS["config.yaml"]
     assert read_config(b"a: 1\n" + b"#" * (limit - 6) + b"\n") == {"a": 1}
     with pytest.raises(ConfigFileError, match="larger than 64 KiB"):

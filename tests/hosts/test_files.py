@@ -34,13 +34,6 @@ def clock_at(*moments: dt.datetime) -> object:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     (path / "src").mkdir(parents=True)

@@ -20,31 +20,14 @@ from simulator.formats.login import decode_login, encode_login
 from simulator.hosts.files import FilesError, FileStore
 from simulator.scenario import load_scenario
 from simulator.virtual import start
+from tests.samples import ZREAD_DEFAULT
 
-CONFIG = """\
-language: zh
-doc_language: zh
-llm:
-    provider: z.ai
-    model: glm-5
-    api_key: ""
-    base_url: https://open.bigmodel.cn/api/paas/v4
-concurrency:
-    max_concurrent: 1
-    max_retries: 0
-"""
+CONFIG = ZREAD_DEFAULT.decode()
 NOON = dt.datetime(2026, 4, 6, 13, 2, 13)
 
 
 def login_bytes(username: str, region: str, model: str) -> bytes:
     return encode_login(username, region, model, logged_in_at=NOON)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture
