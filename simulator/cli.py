@@ -718,13 +718,14 @@ def main(
         return ExitCode.INTERNAL
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-"""Control characters, as escapes: a name from a hostile file or directory (a newline,
-a terminal escape) cannot break the one line an error is, or reach the terminal."""
-
-
 def _one_line(text: str) -> str:
-    return text.translate(_CONTROL)
+    """``text`` with every character that is not printable (a newline, a terminal
+    escape, a line or paragraph separator, a direction override) escaped: a name from a
+    hostile file or directory cannot break the one line an error is, or reach the
+    terminal as anything but text."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class StreamClosedError(ConfigurationError):

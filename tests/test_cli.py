@@ -903,3 +903,15 @@ def test_a_chart_tool_s_mistake_is_one_line_and_exit_2(tool: str) -> None:
     done = run_cli([tool, "no-such-thing", "--no-such-flag"])
     assert done.returncode == 2
     assert done.stderr.count(b"\n") == 1 and done.stderr.startswith(f"zread-sim {tool}: ".encode())
+
+
+@pytest.mark.parametrize("odd", ["\n", "\x1b[31m", "\u2028", "\u202e", "\x85"])
+def test_an_error_naming_a_hostile_path_stays_one_printable_line(tmp_path: Path, odd: str) -> None:
+    scenario = tmp_path / f"a{odd}b.toml"
+    scenario.write_text("not = [valid\n")
+    result = run(tmp_path, ["generate", "--stdio", "--scenario", str(scenario)])
+    assert result.rc == 2
+    assert_one_line(result.stderr, "not valid TOML")
+    line = result.stderr.removesuffix("\n")
+    assert line.isprintable() and len(line.splitlines()) == 1
+    assert ascii(odd)[1:-1] in line  # the character is shown, escaped

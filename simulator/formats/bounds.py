@@ -77,8 +77,11 @@ def check_size(data: bytes, kind: str, name: str | None = None) -> None:
         raise FormatError(f"{name or kind}: larger than {_size(limit)}, the limit for {kind}")
 
 
-_JSON_STRING: Final = rb'"(?:[^"\\]|\\.)*"'
-"""A pattern, compiled at the first deep document (``re`` caches it)."""
+_JSON_STRING: Final = rb'"(?:[^"\\]|\\.?)*"?'
+"""A JSON string, or an unterminated one to the end of the data: a match never fails
+once it has begun, so the scan stays linear whatever the bytes (a pattern that needed
+the closing quote would rescan from every quote of ``"\\"\\"...``). A pattern,
+compiled at the first deep document (``re`` caches it)."""
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
 
 

@@ -51,7 +51,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from simulator.formats.bounds import BOM, MAX_NESTING
+from simulator.formats.bounds import BOM, MAX_NESTING, FormatError, check_size
 from simulator.formats.config import (
     CONFIG_KEYS,
     DEFAULT_INDENT,
@@ -79,7 +79,19 @@ def save_config(old: bytes | None, values: Mapping[str, str]) -> bytes:
     a missing map or key is added in zread's order; ``max_concurrent`` and
     ``max_retries`` are written as integers (:class:`ConfigFileError` if they are not
     one). Everything else stays as the user wrote it (see the module's limits); when
-    nothing differs, ``old`` itself is returned."""
+    nothing differs, ``old`` itself is returned. A file larger than config.yaml may be
+    (a client saved a key of 100,000 characters) is :class:`ConfigFileError`: the
+    simulator would refuse to read it back."""
+    new = _save(old, values)
+    if new is not old:
+        try:
+            check_size(new, "config.yaml")
+        except FormatError as err:
+            raise ConfigFileError(f"{err}: not saved") from None
+    return new
+
+
+def _save(old: bytes | None, values: Mapping[str, str]) -> bytes:
     if old is None:
         return encode_config(update_config(default_config(), values))
     doc = read_config(old)

@@ -5,13 +5,14 @@ repository may have planted links there), each relative to an open directory
 descriptor and refusing to follow a link at the last step:
 
 - :func:`open_dir` opens (or creates, then opens) a directory with
-  ``O_DIRECTORY|O_NOFOLLOW``: a link there is a :class:`LinkRefused`;
+  ``O_DIRECTORY|O_NOFOLLOW``: a link there is a :class:`LinkRefused`; :func:`open_path`
+  walks down several;
 - :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``;
 - :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, named
   ``.<name>.<random>.tmp``, which no reader takes for a page) and renames it over the
   name: a link at that name is replaced as a link, never written through;
-- :func:`remove_tree` and :func:`entries` (``shutil.rmtree`` and ``os.scandir`` on a
-  descriptor, neither following links);
+- :func:`remove_tree` and :func:`entries` (by descriptor, neither following links, and
+  without recursion: a hostile tree may nest thousands deep);
 - :func:`flock` holds an exclusive ``flock`` on a directory's own descriptor, so no
   lock file is ever created.
 
@@ -29,7 +30,6 @@ import errno
 import fcntl
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Iterator
 
@@ -43,6 +43,7 @@ __all__ = [
     "flock",
     "is_temp",
     "open_dir",
+    "open_path",
     "read_file",
     "remove_tree",
     "replace_file",
@@ -80,12 +81,31 @@ def open_dir(parent: int, name: str, where: str, *, create: bool = False) -> int
         return None
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            kind = "a symbolic link" if _is_link(parent, name) else "not a directory"
-            raise LinkRefused(
-                f"{where}: {kind}; zread-sim never follows a link inside a project, "
-                "so it writes nothing here"
-            ) from None
+            if _is_link(parent, name):
+                raise LinkRefused(
+                    f"{where}: a symbolic link; zread-sim never follows a link inside a "
+                    "project, so it writes nothing here"
+                ) from None
+            raise FilesError(f"{where}: not a directory; zread-sim writes nothing here") from None
         raise
+
+
+def open_path(top: int, parts: tuple[str, ...], where: str, *, create: bool = False) -> int | None:
+    """The descriptor of the directory ``parts`` below ``top``, each opened as
+    :func:`open_dir` opens one (``where`` names ``top`` in messages); None when one is
+    missing and not ``create``."""
+    fd = top
+    for depth, name in enumerate(parts):
+        path = "/".join((where, *parts[: depth + 1]))
+        try:
+            child = open_dir(fd, name, path, create=create)
+        finally:
+            if fd != top:
+                os.close(fd)
+        if child is None:
+            return None
+        fd = child
+    return fd if fd != top else os.dup(top)
 
 
 def _is_link(parent: int, name: str) -> bool:
@@ -119,9 +139,17 @@ def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False
         os.close(fd)
 
 
-def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644) -> None:
+def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: str = "") -> None:
     """Replace ``name`` in ``parent`` with ``data`` at once (a reader sees the old file or
-    the new one) with exactly ``mode``; a link at ``name`` is replaced, not followed."""
+    the new one) with exactly ``mode``; a link at ``name`` is replaced, not followed.
+    :class:`FilesError` naming ``where`` (the file's path) when it cannot be."""
+    try:
+        _replace(parent, name, data, mode)
+    except OSError as err:
+        raise FilesError(f"{where or name}: cannot write: {err.strerror or err}") from None
+
+
+def _replace(parent: int, name: str, data: bytes, mode: int) -> None:
     temporary = f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
     fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=parent)
     try:
@@ -155,10 +183,44 @@ def entries(directory: int) -> Iterator[tuple[str, bool, bool]]:
             )
 
 
-def remove_tree(parent: int, name: str) -> None:
-    """Remove directory ``name`` in ``parent`` and all below it, following no link."""
+def remove_tree(parent: int, name: str, *, limit: int = 200_000) -> None:
+    """Remove directory ``name`` in ``parent`` and all below it, following no link, with
+    two descriptors open at most and no recursion, however deep the tree (a hostile one
+    may nest thousands deep, past ``shutil.rmtree``'s recursion on Python 3.11): each
+    subdirectory's entries are moved up into the top one, then it is removed.
+    :class:`FilesError` when that takes more than ``limit`` steps."""
+    try:
+        top = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    try:
+        steps = 0
+        while found := list(entries(top)):
+            for entry, _, is_dir in found:
+                steps += 1
+                if steps > limit:
+                    raise FilesError(f"{name}: too many entries to remove ({limit})")
+                if is_dir:
+                    _lift(top, entry)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry, dir_fd=top)
+    finally:
+        os.close(top)
     with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(name, dir_fd=parent)
+        os.rmdir(name, dir_fd=parent)
+
+
+def _lift(top: int, name: str) -> None:
+    """Move the entries of directory ``name`` up into ``top`` (fresh names: all of it
+    is being removed), then remove ``name``."""
+    child = os.open(name, _DIR_FLAGS, dir_fd=top)
+    try:
+        for entry, _, _ in list(entries(child)):
+            os.rename(entry, f".rm-{secrets.token_hex(8)}", src_dir_fd=child, dst_dir_fd=top)
+    finally:
+        os.close(child)
+    os.rmdir(name, dir_fd=top)
 
 
 @contextlib.contextmanager

@@ -11,8 +11,10 @@ Must not: write anything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 from simulator.formats import wiki as wf
@@ -41,6 +43,8 @@ class DiskSite:
         self.version = index.id
         self.pages = tuple(index.pages)
         self._files = {page.slug: page.file for page in index.pages}
+        self._refused: set[str] = set()
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, project: Path, version: str) -> DiskSite | None:
@@ -60,18 +64,31 @@ class DiskSite:
             data = _read_in_wiki(self._path, parts, LIMITS["page"])
         except OSError:
             data = None
-        where = self._path.joinpath(*WIKI_PATH, *parts)
+        problem = ""
         if data is None:
-            print(f"zread-sim: browse: {where}: not served: not a regular file", file=sys.stderr)
-            return None
-        if len(data) > LIMITS["page"]:
-            print(f"zread-sim: browse: {where}: not served: over 8 MiB", file=sys.stderr)
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            print(f"zread-sim: browse: {where}: not served: not UTF-8", file=sys.stderr)
-            return None
+            problem = "not a regular file"
+        elif len(data) > LIMITS["page"]:
+            problem = f"over {LIMITS['page'] >> 20} MiB"
+        else:
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                problem = "not UTF-8"
+        self._refuse(name, problem)
+        return None
+
+    def _refuse(self, name: str, problem: str) -> None:
+        """One stderr line per page, the first time it is refused (a web page could ask
+        for it again and again), in one write (the server's threads share stderr)."""
+        with self._lock:
+            if name in self._refused:
+                return
+            self._refused.add(name)
+        where = self._path.joinpath(*WIKI_PATH, "versions", self._version_dir, name)
+        line = f"zread-sim: browse: {where}: not served: {problem}\n"
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
     def wiki_json(self) -> bytes:
         return self._json

@@ -64,9 +64,9 @@ from simulator.formats.ids import go_time, is_plain_name, next_version_id
 from simulator.hosts import dirfd
 from simulator.hosts.dirfd import FilesError
 from simulator.hosts.disksite import WIKI_PATH, DiskSite
-from simulator.hosts.pages import page_bytes, project_sources
+from simulator.hosts.pages import Keyed, page_bytes, project_sources
 from simulator.hosts.userfiles import UserFiles
-from simulator.scenario.world import Draft, PageSpec, WikiVersion, World
+from simulator.scenario.world import Draft, PageSpec, Project, WikiVersion, World
 
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
@@ -74,6 +74,8 @@ if TYPE_CHECKING:
 __all__ = ["FileStore", "FilesError"]
 
 _DRAFTS = "drafts"
+_VERSIONS_READ = 64 << 20
+"""The most bytes of wiki.json read from all the versions together."""
 _CLAIM = ".draft-"
 """``.draft-<id>`` claims a draft's id (and holds the draft when a live run owns
 ``drafts/``)."""
@@ -128,9 +130,9 @@ class FileStore:
         self._language = "en"
         self._draft: wf.WikiIndex | None = None
         """The draft in ``drafts/`` when the session started, as read then."""
-        self._draft_files: set[str] = set()
         self._run: _Run | None = None
-        self._sources: tuple[tuple[str, int], ...] | None = None
+        self._links = Keyed()
+        self._sources: Keyed | None = None
         self._wiki_fd = -1
 
     # -- what a session starts from ----------------------------------------------------
@@ -148,6 +150,7 @@ class FileStore:
         if wiki_fd is None:
             return world
         current = None
+        self._check_current(wiki_fd)
         data = dirfd.read_file(wiki_fd, "current", LIMITS["current"])
         if data is not None:
             try:
@@ -168,16 +171,33 @@ class FileStore:
             finally:
                 os.close(drafts)
             if index is not None:
-                self._draft, self._draft_files = index, files
+                self._draft = index
                 finished = [p.slug for p in index.pages if p.file in files]
                 draft = Draft(done=len(finished), id=index.id, finished=finished)
-                specs = [
-                    PageSpec(title=p.title, section=p.section, group=p.group, level=p.level)
-                    for p in index.pages
-                ]
-                if specs:
-                    project = msgspec.structs.replace(project, pages=specs)
+                project = self._draft_project(project, index)
         return msgspec.structs.replace(world, wikis=wikis, draft=draft, project=project)
+
+    def _draft_project(self, project: Project, index: wf.WikiIndex) -> Project:
+        """The project whose catalog is the draft's pages (as a scenario lists pages)."""
+        if not index.pages:
+            return project
+        try:
+            specs = [
+                PageSpec(title=p.title, section=p.section, group=p.group, level=p.level)
+                for p in index.pages
+            ]
+            return msgspec.structs.replace(project, pages=specs)
+        except (ValueError, msgspec.ValidationError) as err:
+            raise FilesError(f"{self._where(_DRAFTS, wf.WIKI_JSON)}: {err}") from None
+
+    def _check_current(self, wiki_fd: int) -> None:
+        """A ``current`` that is a directory is refused before anything is written."""
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(os.lstat("current", dir_fd=wiki_fd).st_mode):
+                raise FilesError(
+                    f"{self._where('current')}: a directory, not zread's pointer; "
+                    "nothing is written over it"
+                )
 
     def _versions(self, wiki_fd: int) -> Iterator[wf.WikiIndex]:
         """The versions on disk, by id; a directory without a wiki.json (an id a run
@@ -185,6 +205,7 @@ class FileStore:
         versions = dirfd.open_dir(wiki_fd, "versions", self._where("versions"))
         if versions is None:
             return
+        budget = [_VERSIONS_READ]
         try:
             for name, _, is_dir in sorted(dirfd.entries(versions)):
                 if not is_dir:
@@ -192,17 +213,31 @@ class FileStore:
                 version = dirfd.open_dir(versions, name, self._where("versions", name))
                 if version is None:  # pragma: no cover - removed while listed
                     continue
+                where = self._where("versions", name, wf.WIKI_JSON)
                 try:
-                    index = self._read_index(version, self._where("versions", name, wf.WIKI_JSON))
+                    index = self._read_index(version, where, budget)
                 finally:
                     os.close(version)
+                if index is not None and index.id != name:
+                    raise FilesError(f"{where}: id {index.id!r} is not its directory's name")
                 if index is not None:
                     yield index
         finally:
             os.close(versions)
 
-    def _read_index(self, directory: int, where: str) -> wf.WikiIndex | None:
+    def _read_index(
+        self, directory: int, where: str, budget: list[int] | None = None
+    ) -> wf.WikiIndex | None:
+        """A wiki.json, or None when there is none; ``budget`` (bytes left to read in
+        all, spent here) bounds many files together."""
         data = dirfd.read_file(directory, wf.WIKI_JSON, LIMITS["wiki.json"])
+        if data is not None and budget is not None:
+            budget[0] -= len(data)
+            if budget[0] < 0:
+                raise FilesError(
+                    f"{self._where('versions')}: more than {_VERSIONS_READ >> 20} MiB of "
+                    "wiki.json in all, the most zread-sim reads"
+                )
         try:
             return None if data is None else wf.decode_wiki(data, where)
         except FormatError as err:
@@ -228,15 +263,9 @@ class FileStore:
         except OSError as err:
             raise FilesError(f"{self.project}: cannot open the project: {err.strerror}") from None
         try:
-            top = dirfd.open_dir(project, ".zread", str(self.project / ".zread"), create=create)
+            wiki = dirfd.open_path(project, WIKI_PATH, str(self.project), create=create)
         finally:
             os.close(project)
-        if top is None:
-            return None
-        try:
-            wiki = dirfd.open_dir(top, "wiki", self._where(), create=create)
-        finally:
-            os.close(top)
         if wiki is not None:
             self._wiki_fd = wiki
         return wiki
@@ -258,6 +287,7 @@ class FileStore:
 
     def _catalog_ready(self, effect: CatalogReady) -> None:
         self._catalog, self._language = effect.pages, effect.language
+        self._links = Keyed((page.title, page.slug) for page in effect.pages)
         wiki_fd = self._open_wiki(create=True)
         assert wiki_fd is not None
         resumed = effect.resumed and self._draft is not None
@@ -272,7 +302,8 @@ class FileStore:
             self.log(f"draft {run.id} resumed: {len(run.written)} pages already written")
         else:
             index = self._index(effect.pages)
-            dirfd.replace_file(run.fd, wf.WIKI_JSON, wf.encode_wiki(index))
+            where = self._where(run.name, wf.WIKI_JSON)
+            dirfd.replace_file(run.fd, wf.WIKI_JSON, wf.encode_wiki(index), where=where)
             self.log(f"catalog ready: {len(effect.pages)} pages, draft {run.id} in {run.name}")
 
     def _start(self, wiki_fd: int) -> _Run:
@@ -296,18 +327,41 @@ class FileStore:
                 f"{self._where(_DRAFTS)}: another zread run is writing this draft; "
                 "wait for it to end, or start over with --draft clear"
             )
+        try:
+            files = self._clean_draft(drafts, draft)
+        except FilesError:
+            os.close(drafts)
+            raise
         claim = self._own(wiki_fd, claim_name(draft.id), create=True)
         if claim is None:  # pragma: no cover - only the owner of drafts/ claims its id
             os.close(drafts)
             raise FilesError(f"{self._where(claim_name(draft.id))}: held by another run")
-        for name, _, _ in list(dirfd.entries(drafts)):
-            if dirfd.is_temp(name):
-                with contextlib.suppress(OSError):
-                    os.unlink(name, dir_fd=drafts)
         run = _Run(draft.id, draft.generated_at, claim)
         run.write_in(_DRAFTS, drafts)
-        run.written = {p.slug for p in draft.pages if p.file in self._draft_files}
+        run.written = {p.slug for p in draft.pages if p.file in files}
         return run
+
+    def _clean_draft(self, drafts: int, draft: wf.WikiIndex) -> set[str]:
+        """The draft's regular files, once it is held: what a kill left that is not a
+        page (a temporary file, a link, a directory) removed. :class:`FilesError` when
+        the draft is no longer the one this run started with (another run replaced it
+        meanwhile)."""
+        now = self._read_index(drafts, self._where(_DRAFTS, wf.WIKI_JSON))
+        if now != draft:
+            raise FilesError(
+                f"{self._where(_DRAFTS)}: replaced by another zread run since this one "
+                "started; run it again to see the draft as it is now"
+            )
+        files = set()
+        for name, regular, is_dir in list(dirfd.entries(drafts)):
+            if is_dir:
+                dirfd.remove_tree(drafts, name)
+            elif not regular or dirfd.is_temp(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=drafts)
+            else:
+                files.add(name)
+        return files
 
     def _own(self, wiki_fd: int, name: str, *, create: bool) -> int | None:
         """Directory ``name``'s descriptor with its lock held, or None when a live run
@@ -364,15 +418,17 @@ class FileStore:
     def _markdown(self, page: Page) -> bytes:
         if self._sources is None:
             assert self.project is not None
-            self._sources = tuple(project_sources(self.project))
-        return page_bytes(page, self._language, self._seed, self._catalog, self._sources)
+            self._sources = Keyed(project_sources(self.project))
+        return page_bytes(page, self._language, self._seed, self._links, self._sources)
 
     def _page_written(self, effect: PageWritten) -> None:
         run = self._run
         if run is None or not 1 <= effect.page_id <= len(self._catalog):
             return
         page = self._catalog[effect.page_id - 1]
-        dirfd.replace_file(run.fd, wf.page_file(page.slug), self._markdown(page))
+        name = wf.page_file(page.slug)
+        where = self._where(run.name, name)
+        dirfd.replace_file(run.fd, name, self._markdown(page), where=where)
         run.written.add(page.slug)
 
     def _commit(self, effect: WikiGenerated) -> None:
@@ -387,8 +443,11 @@ class FileStore:
                     dirfd.remove_tree(run.fd, name)
                 else:
                     os.unlink(name, dir_fd=run.fd)
-        if len(pages) != len(self._catalog):  # skip_all: only the pages written
-            dirfd.replace_file(run.fd, wf.WIKI_JSON, wf.encode_wiki(self._index(pages)))
+        # wiki.json lists exactly the pages present: after skip_all only those written,
+        # after a resume the catalog as this run names its pages
+        index = wf.encode_wiki(self._index(pages))
+        where = self._where(run.name, wf.WIKI_JSON)
+        dirfd.replace_file(run.fd, wf.WIKI_JSON, index, where=where)
         wiki_fd = self._open_wiki(create=True)
         assert wiki_fd is not None
         with dirfd.flock(wiki_fd):
@@ -409,7 +468,8 @@ class FileStore:
             if run.name != claim_name(run.id):  # the claim, left empty, goes too
                 with contextlib.suppress(OSError):
                     os.rmdir(claim_name(run.id), dir_fd=wiki_fd)
-            dirfd.replace_file(wiki_fd, "current", wf.encode_current(run.id))
+            current = wf.encode_current(run.id)
+            dirfd.replace_file(wiki_fd, "current", current, where=self._where("current"))
         run.close()
         self._run = None
         self.log(f"wiki {run.id}: {len(pages)} of {effect.pages_total} pages, now current")
@@ -418,12 +478,7 @@ class FileStore:
         """Before the draft becomes a version: what stands at ``versions/<id>`` that is
         not a directory (a link, a file: planted) is replaced, as a link always is; a
         ``current`` that is a directory is refused, before anything moves."""
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(os.lstat("current", dir_fd=wiki_fd).st_mode):
-                raise FilesError(
-                    f"{self._where('current')}: a directory, not zread's pointer; nothing "
-                    f"is written over it, and the draft stays in {self._where(run.name)}"
-                )
+        self._check_current(wiki_fd)
         with contextlib.suppress(FileNotFoundError):
             if not stat.S_ISDIR(os.lstat(run.id, dir_fd=versions).st_mode):
                 os.unlink(run.id, dir_fd=versions)

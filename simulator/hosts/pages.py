@@ -20,23 +20,27 @@ from simulator.hosts import dirfd
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
 
-__all__ = ["page_bytes", "project_sources"]
+__all__ = ["Keyed", "page_bytes", "project_sources"]
 
 _SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
 _MAX_SOURCES = 400
 _MAX_SOURCE_BYTES = 1 << 20
 _MAX_FILES_READ = 4000
 _MAX_BYTES_READ = 64 << 20
+_MAX_DEPTH = 32
 
 
 def project_sources(project: Path) -> list[tuple[str, int]]:
     """The project's text files a page may cite: (relative path, line count), sorted;
     hidden and tool directories skipped, links neither followed nor read, at most a
     few hundred files of at most 1 MiB each, and at most a few thousand files or
-    64 MiB read in all (a repository may be huge, or hostile)."""
+    64 MiB read in all, 32 directories deep (a repository may be huge, or hostile)."""
     found: list[tuple[str, int]] = []
     budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
+    top = len(project.parts)
     for root, dirs, files in os.walk(project):
+        if len(Path(root).parts) - top >= _MAX_DEPTH:
+            dirs[:] = []  # deeper is not walked (os.walk recurses on Python 3.11)
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         if root != str(project):  # a directory below is never a link (the project may be)
@@ -67,24 +71,33 @@ def project_sources(project: Path) -> list[tuple[str, int]]:
     return found
 
 
+class Keyed(tuple):  # type: ignore[type-arg]
+    """A tuple that computes its hash once: a catalog of thousands of pages is a cache
+    key for each of its pages, and a tuple would hash all of it every time."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = tuple.__hash__(self)
+            return self._hash
+
+
 @functools.lru_cache(maxsize=4096)
-def page_bytes(
-    page: Page,
-    language: str,
-    seed: int,
-    catalog: tuple[Page, ...],
-    sources: tuple[tuple[str, int], ...],
-) -> bytes:
-    """A page file's bytes. The same seed, catalog and sources give the same page, so a
-    test suite's many runs on one scenario draw each page once."""
+def page_bytes(page: Page, language: str, seed: int, links: Keyed, sources: Keyed) -> bytes:
+    """A page file's bytes: ``links`` are the catalog's ``(title, slug)``, ``sources``
+    the project's ``(path, lines)``. The same arguments give the same page, so a test
+    suite's many runs on one scenario draw each page once, and a page reads as browse
+    draws it from the same catalog."""
     from simulator.scenario import wiki
 
-    others = [(p.title, p.slug) for p in catalog if p.slug != page.slug]
     text = wiki.page_markdown(
         page,
         language="zh" if language == "zh" else "en",
         seed=seed,
-        others=others,
+        others=links,
         sources=sources,
     )
     return text.encode("utf-8")

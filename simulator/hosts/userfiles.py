@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -33,7 +32,7 @@ from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.formats import log as lf
 from simulator.formats import login as lg
 from simulator.formats.bounds import LIMITS, FormatError
-from simulator.hosts.dirfd import FilesError, read_file, replace_file
+from simulator.hosts.dirfd import FilesError, flock, read_file, replace_file
 from simulator.scenario.world import Account, Settings, World
 
 __all__ = ["UserFiles"]
@@ -78,10 +77,11 @@ class UserFiles:
     def _read(self, name: str) -> bytes | None:
         """At most one byte past the file's limit, or None when there is no such
         regular file (a link is followed: HOME is the user's)."""
-        try:
-            return read_file(None, str(self.dir / name), LIMITS[name], follow=True)
-        except OSError as err:
-            raise FilesError(f"{self.dir / name}: cannot read: {err.strerror}") from None
+        path = self.dir / name
+        data = read_file(None, str(path), LIMITS[name], follow=True)
+        if data is None and path.exists():  # a pipe, a directory: never waited on
+            raise FilesError(f"{path}: not a regular file; zread-sim reads nothing there")
+        return data
 
     def _decode(self, where: Path, decode: Callable[[], Any]) -> Any:
         """What ``decode`` returns; its :class:`FormatError` as a :class:`FilesError`
@@ -128,7 +128,7 @@ class UserFiles:
         path = _through_link(self.dir / name)
         fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            replace_file(fd, path.name, data, _SECRET)
+            replace_file(fd, path.name, data, _SECRET, where=str(self.dir / name))
         finally:
             os.close(fd)
 
@@ -138,10 +138,10 @@ class UserFiles:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            with flock(fd):
+                yield
         finally:
-            os.close(fd)  # closing the only descriptor releases the lock
+            os.close(fd)
 
     def log(self, line: str) -> None:
         """Append a line to ``log/zread.log`` in one write (only where ``.zread/``
@@ -179,8 +179,8 @@ def _through_link(path: Path) -> Path:
         return path
     target = path.resolve()
     if not target.is_file():
+        what = "which is not a regular file" if target.exists() else "which does not exist"
         raise FilesError(
-            f"{path}: a symbolic link to {os.readlink(path)}, which does not exist: "
-            "nothing is written through it"
+            f"{path}: a symbolic link to {os.readlink(path)}, {what}: nothing is written through it"
         )
     return target

@@ -205,3 +205,13 @@ def test_decode_json_refuses_a_document_nested_too_deep(depth: int) -> None:
 def test_decode_json_accepts_what_nests_32_deep() -> None:
     data = b'{"x": 1, "extra": ' + nested(31) + b"}"
     assert decode_json(data, POINT, "login.json", "p.json") == Point(1)
+
+
+def test_an_unterminated_string_is_scanned_in_linear_time() -> None:
+    # a pattern that needs the closing quote rescans from every quote: quadratic
+    hostile = b"[" * 33 + b'"' + b'\\"' * (1 << 20)
+    started = time.monotonic()
+    with pytest.raises(FormatError, match="nested deeper than 32 levels"):
+        check_json_nesting(hostile, "wiki.json")
+    assert time.monotonic() - started < 5  # seconds where the old pattern took hours
+    check_json_nesting(b'["' + b'\\"[' * 100 + b'"]', "strings.json")  # brackets in a string

@@ -22,6 +22,7 @@ from simulator.hosts.dirfd import (
     flock,
     is_temp,
     open_dir,
+    open_path,
     read_file,
     remove_tree,
     replace_file,
@@ -128,7 +129,7 @@ def test_open_dir_refuses_a_dangling_link_and_creates_nothing(root: Path, fd: in
 def test_open_dir_refuses_a_file(root: Path, fd: int) -> None:
     (root / "wiki").write_bytes(b"not a directory")
     for create in (False, True):
-        with pytest.raises(LinkRefused, match=r"^here: not a directory"):
+        with pytest.raises(FilesError, match=r"^here: not a directory; zread-sim writes"):
             open_dir(fd, "wiki", "here", create=create)
     assert (root / "wiki").read_bytes() == b"not a directory"
 
@@ -268,8 +269,8 @@ def test_replace_file_leaves_nothing_behind_when_the_data_is_not_bytes(root: Pat
 def test_replace_file_leaves_nothing_behind_when_the_rename_fails(root: Path, fd: int) -> None:
     (root / "wiki.json").mkdir()
     (root / "wiki.json" / "inside").write_bytes(b"kept")
-    with pytest.raises(OSError):  # noqa: PT011 - the errno depends on the system
-        replace_file(fd, "wiki.json", b"{}")
+    with pytest.raises(FilesError, match=r"^/p/wiki\.json: cannot write: "):
+        replace_file(fd, "wiki.json", b"{}", where="/p/wiki.json")
     assert names(root) == ["wiki.json"]
     assert names(root / "wiki.json") == ["inside"]
 
@@ -288,7 +289,7 @@ def test_replace_file_into_a_directory_that_is_gone_raises(root: Path, tmp_path:
     descriptor = os.open(gone, os.O_RDONLY | os.O_DIRECTORY)
     try:
         gone.rmdir()
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(FilesError, match=r"^current: cannot write: No such file"):
             replace_file(descriptor, "current", b"x")
     finally:
         os.close(descriptor)
@@ -506,3 +507,39 @@ def test_no_lock_file_is_ever_created(root: Path, fd: int) -> None:
         os.close(other)
     assert names(root) == before
     assert names(root.parent) == ["root"]
+
+
+def test_remove_tree_removes_a_tree_thousands_deep_without_recursion(root: Path, fd: int) -> None:
+    cur = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("deep", dir_fd=cur)
+    nxt = os.open("deep", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+    os.close(cur)
+    for _ in range(3000):  # deeper than Python's recursion limit
+        os.mkdir("a", dir_fd=nxt)
+        child = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=nxt)
+        os.close(nxt)
+        nxt = child
+    os.close(nxt)
+    remove_tree(fd, "deep")
+    assert names(root) == []
+
+
+def test_remove_tree_stops_past_its_limit_with_one_error(root: Path, fd: int) -> None:
+    (root / "wide").mkdir()
+    for n in range(20):
+        (root / "wide" / f"f{n}").write_bytes(b"")
+    with pytest.raises(FilesError, match=r"^wide: too many entries to remove"):
+        remove_tree(fd, "wide", limit=5)
+
+
+def test_open_path_walks_down_and_refuses_a_link_on_the_way(root: Path, fd: int) -> None:
+    inner = open_path(fd, (".zread", "wiki"), "/p", create=True)
+    assert inner is not None
+    os.close(inner)
+    assert (root / ".zread" / "wiki").is_dir()
+    assert open_path(fd, (".zread", "nothing"), "/p") is None
+    (root / "elsewhere").mkdir()
+    (root / ".zread" / "linked").symlink_to(root / "elsewhere")
+    with pytest.raises(LinkRefused, match=r"^/p/\.zread/linked: a symbolic link"):
+        open_path(fd, (".zread", "linked", "x"), "/p", create=True)
+    assert names(root / "elsewhere") == []

@@ -434,3 +434,89 @@ def test_a_current_that_is_a_directory_is_refused_and_the_draft_stays(
         files.apply(WikiGenerated(1, 1))
     assert (project / ".zread/wiki/drafts/wiki.json").is_file()
     assert list((project / ".zread/wiki/versions").iterdir()) == []  # no version
+
+
+# -- what a hostile repository may hold ---------------------------------------------------
+
+
+def test_a_version_whose_id_is_not_its_directorys_name_is_refused(
+    home: Path, project: Path
+) -> None:
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    versions = project / ".zread/wiki/versions"
+    (version,) = versions.iterdir()
+    renamed = version.rename(versions / "2020-01-01-000000")
+    with pytest.raises(FilesError, match=f"^{renamed}/wiki.json: id '{version.name}' is not"):
+        store(home, project).world(load_scenario("empty").world)
+
+
+def test_a_current_that_is_a_directory_is_refused_when_the_run_starts(
+    home: Path, project: Path
+) -> None:
+    current = project / ".zread/wiki/current"
+    current.mkdir(parents=True)
+    with pytest.raises(FilesError, match=f"^{current}: a directory, not zread's pointer"):
+        store(home, project).world(load_scenario("empty").world)
+
+
+def test_a_draft_page_a_scenario_could_not_list_is_one_error_naming_the_draft(
+    home: Path, project: Path
+) -> None:
+    drafts = project / ".zread/wiki/drafts"
+    drafts.mkdir(parents=True)
+    page = {"slug": "1-p", "title": " ", "file": "1-p.md", "section": "S", "level": "Beginner"}
+    index = {"id": "2026-04-06-130213", "generated_at": "2026-04-06T13:02:13Z"}
+    (drafts / "wiki.json").write_text(json.dumps({**index, "language": "en", "pages": [page]}))
+    with pytest.raises(FilesError, match=f"^{drafts}/wiki.json: title must not be empty"):
+        store(home, project).world(load_scenario("empty").world)
+
+
+def test_the_versions_are_read_within_one_budget(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(3):
+        session = start("generate", "-y", speed=0, home=home, project=project)
+        session.wait_done()
+        session.close()
+    monkeypatch.setattr("simulator.hosts.files._VERSIONS_READ", 4000)  # about two
+    with pytest.raises(FilesError, match=r"versions: more than 0 MiB of wiki\.json in all"):
+        store(home, project).world(load_scenario("empty").world)
+
+
+def test_a_draft_replaced_after_the_run_started_is_not_resumed(home: Path, project: Path) -> None:
+    pages = wiki.catalog(0, "acme/widget", 2)
+    first = store(home, project, NOON)
+    run_to_page(first, pages, 2)
+    first.close()  # killed: a whole draft is left
+    waiting = store(home, project, NOON)  # reads the draft, then waits at its gate
+    assert waiting.world(load_scenario("empty").world).draft is not None
+    later = dt.datetime(2026, 4, 6, 15, 0, 0)
+    other = store(home, project, later)
+    run_to_page(other, pages, 1)  # -y: starts over, a new draft
+    other.close()
+    with pytest.raises(FilesError, match="replaced by another zread run since this one"):
+        waiting.apply(CatalogReady(pages, "en", resumed=True))
+    assert not (project / ".zread/wiki/versions").exists() or not list(
+        (project / ".zread/wiki/versions").iterdir()
+    )
+
+
+def test_a_resumed_draft_named_otherwise_commits_a_wiki_json_of_the_pages_present(
+    home: Path, project: Path
+) -> None:
+    drafts = project / ".zread/wiki/drafts"
+    drafts.mkdir(parents=True)
+    own = {"slug": "1-intro", "title": "Introduction", "file": "1-intro.md"}
+    pages = [{**own, "section": "S", "level": "Beginner"}]
+    index = {"id": "2026-04-06-130213", "generated_at": "2026-04-06T13:02:13Z"}
+    (drafts / "wiki.json").write_text(json.dumps({**index, "language": "en", "pages": pages}))
+    (drafts / "1-intro.md").write_text("Written by another tool.\n")
+    session = start("generate", "--draft", "resume", speed=0, home=home, project=project)
+    assert session.wait_done()["vm"]["state"] == "done"
+    session.close()
+    version = project / ".zread/wiki/versions/2026-04-06-130213"
+    committed = decode_wiki((version / "wiki.json").read_bytes())
+    files = sorted(p.name for p in version.iterdir() if p.name != "wiki.json")
+    assert [p.file for p in committed.pages] == files == ["1-introduction.md"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.hosts.pages import page_bytes, project_sources
+from simulator.hosts.pages import Keyed, page_bytes, project_sources
 from simulator.scenario import wiki
 
 
@@ -48,19 +48,21 @@ def test_project_sources_reads_a_bounded_number_of_files(
     assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
 
 
-def test_a_page_cites_the_sources_and_is_the_same_for_the_same_arguments() -> None:
+def test_a_page_cites_the_sources_and_reads_as_browse_draws_it() -> None:
     catalog = wiki.catalog(0, "acme/widget", 3)
-    sources = (("src/app.py", 40),)
-    first = page_bytes(catalog[0], "en", 0, catalog, sources)
-    assert first == page_bytes(catalog[0], "en", 0, catalog, sources)
+    links = Keyed((p.title, p.slug) for p in catalog)
+    sources = Keyed([("src/app.py", 40)])
+    first = page_bytes(catalog[0], "en", 0, links, sources)
+    assert first == page_bytes(catalog[0], "en", 0, Keyed(links), Keyed(sources))
     text = first.decode()
     assert not text.startswith("# ") and "Sources: [src/app.py](src/app.py#L" in text
-    assert page_bytes(catalog[0], "en", 1, catalog, sources) != first  # another seed
-    expected = wiki.page_markdown(
-        catalog[0],
-        language="en",
-        seed=0,
-        others=[(p.title, p.slug) for p in catalog[1:]],
-        sources=sources,
-    )
+    assert f"]({catalog[0].slug})" not in text  # never a link to itself
+    assert page_bytes(catalog[0], "en", 1, links, sources) != first  # another seed
+    expected = wiki.page_markdown(catalog[0], language="en", seed=0, others=links, sources=sources)
     assert text == expected
+
+
+def test_a_keyed_tuple_hashes_once_and_equals_its_tuple() -> None:
+    key = Keyed([("a", "1-a"), ("b", "2-b")])
+    assert hash(key) == hash(tuple(key)) and key == (("a", "1-a"), ("b", "2-b"))
+    assert key._hash == hash(key)  # kept: the next lookup does not hash the pages again

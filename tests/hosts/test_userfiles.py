@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -225,11 +226,15 @@ def test_the_log_gets_one_line_per_change_and_no_other_file(home: Path, project:
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "login.json"])
-def test_a_pipe_in_place_of_a_file_is_not_waited_on(home: Path, project: Path, name: str) -> None:
+def test_a_pipe_in_place_of_a_file_is_refused_not_waited_on(
+    home: Path, project: Path, name: str
+) -> None:
     (home / ".zread").mkdir()
-    os.mkfifo(home / ".zread" / name)
-    world = store(home, project).world(load_scenario("default").world)  # returns at once
-    assert world.config == load_scenario("default").world.config
+    pipe = home / ".zread" / name
+    os.mkfifo(pipe)
+    with pytest.raises(FilesError, match=f"^{pipe}: not a regular file"):
+        store(home, project).world(load_scenario("default").world)  # at once
+    assert stat.S_ISFIFO(pipe.stat().st_mode)  # left as it was
 
 
 def test_a_pipe_in_place_of_the_log_is_not_waited_on(home: Path, project: Path) -> None:
@@ -239,3 +244,25 @@ def test_a_pipe_in_place_of_the_log_is_not_waited_on(home: Path, project: Path) 
     files.world(load_scenario("default").world)
     files.apply(SaveLogin("ada", "global", "glm-4.6"))
     assert decode_login((home / ".zread" / "login.json").read_bytes()).username == "ada"
+
+
+def test_a_save_larger_than_config_yaml_may_be_is_refused_and_nothing_written(
+    home: Path, project: Path
+) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text(CONFIG)
+    initial = {"llm_api_key": ""}
+    with pytest.raises(FilesError, match=f"^{path}: larger than 64 KiB.*: not saved$"):
+        store(home, project).apply(SaveConfig({"llm_api_key": "k" * 100_000}, initial))
+    assert path.read_text() == CONFIG
+
+
+def test_an_integer_too_long_to_build_is_one_error_naming_the_file(
+    home: Path, project: Path
+) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text("concurrency:\n    max_concurrent: " + "9" * 5000 + "\n")
+    with pytest.raises(FilesError, match=f"^{path}: a value cannot be read"):
+        store(home, project).world(load_scenario("default").world)
