@@ -207,21 +207,7 @@ def _check_bounds(data: bytes) -> None:
                 if anchor is not None:
                     ended[anchor] = (nodes, height)
             elif kind is events.AliasEvent:
-                name = event.anchor
-                mark = event.start_mark
-                where = f"line {mark.line + 1}, column {mark.column + 1}"
-                if name in open_anchors:
-                    raise ConfigFileError(
-                        f"{KIND}: {where}: alias *{name} is inside the node it names: "
-                        "recursive aliases are not allowed"
-                    )
-                if name not in ended:
-                    raise ConfigFileError(
-                        f"{KIND}: not valid YAML: {where}: alias *{name} names no anchor"
-                    )
-                nodes, height = ended[name]
-                if len(open_sizes) + height > MAX_NESTING:
-                    raise _too_deep()
+                nodes, height = _alias_size(event, open_anchors, ended, len(open_sizes))
                 added += nodes
                 if added > MAX_ALIAS_NODES:
                     raise ConfigFileError(
@@ -240,6 +226,28 @@ def _check_bounds(data: bytes) -> None:
                     parent[1] = height
     except yaml.YAMLError as err:
         raise _not_yaml(err) from None
+
+
+def _alias_size(
+    event: Any, open_anchors: list[str | None], ended: dict[str, tuple[int, int]], depth: int
+) -> tuple[int, int]:
+    """(nodes, height) an alias stands for, expanded; :class:`ConfigFileError` for an
+    alias inside the node it names, one that names no anchor, or one that nests past
+    :data:`~simulator.formats.bounds.MAX_NESTING` at ``depth``."""
+    name = event.anchor
+    mark = event.start_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    if name in open_anchors:
+        raise ConfigFileError(
+            f"{KIND}: {where}: alias *{name} is inside the node it names: "
+            "recursive aliases are not allowed"
+        )
+    if name not in ended:
+        raise ConfigFileError(f"{KIND}: not valid YAML: {where}: alias *{name} names no anchor")
+    nodes, height = ended[name]
+    if depth + height > MAX_NESTING:
+        raise _too_deep()
+    return nodes, height
 
 
 def read_config(data: bytes) -> dict[str, Any]:

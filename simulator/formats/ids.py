@@ -3,8 +3,8 @@
 Owns: the reading levels a page may have (:data:`LEVELS`), :func:`is_plain_name` (one
 safe path component: what every id and slug must be before it names a file), zread's
 version ids (local time ``YYYY-MM-DD-HHMMSS``:
-:func:`version_id`, :func:`parse_version_id`, :func:`next_version_id`), page slugs
-(:func:`slug`), and times as Go writes them (:func:`go_time`, :func:`go_time_ns`).
+:func:`version_id`, :func:`next_version_id`), page slugs (:func:`slug`), and times as
+Go writes them (:func:`go_time`).
 
 Slugs come from python-slugify (``lowercase=True``, ``regex_pattern=r'[^-a-z0-9_]+'``),
 which reproduces every slug seen in zread's output: Chinese becomes pinyin through
@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import re
 from collections.abc import Callable, Container
 from typing import Final
 
 __all__ = [
     "LEVELS",
     "go_time",
-    "go_time_ns",
     "is_plain_name",
     "next_version_id",
-    "parse_version_id",
     "slug",
     "version_id",
 ]
@@ -37,8 +34,6 @@ LEVELS: Final = ("Beginner", "Intermediate", "Advanced")
 """The reading levels a wiki page may have (wiki.json's ``level``), by name."""
 
 _VERSION_ID_FORMAT: Final = "%Y-%m-%d-%H%M%S"
-_VERSION_ID: Final = r"([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})"
-"""A pattern, not a compiled one: compiled at the first use (``re`` caches it)."""
 _MAX_NAME: Final = 200
 
 
@@ -58,18 +53,6 @@ def version_id(local: dt.datetime) -> str:
     """zread's id of a wiki version made at ``local`` (wall-clock time, kept as given):
     ``YYYY-MM-DD-HHMMSS``."""
     return local.strftime(_VERSION_ID_FORMAT)
-
-
-def parse_version_id(wiki_id: str) -> dt.datetime | None:
-    """The local (naive) time a zread version id names, or None for another id."""
-    match = re.fullmatch(_VERSION_ID, wiki_id)
-    if match is None:
-        return None
-    try:
-        year, month, day, hour, minute, second = map(int, match.groups())
-        return dt.datetime(year, month, day, hour, minute, second)
-    except ValueError:
-        return None
 
 
 def next_version_id(local: dt.datetime, taken: Container[str], skip: int = 0) -> str:
@@ -130,9 +113,3 @@ def go_time(utc: dt.datetime, nanos: int | None = None) -> str:
         raise ValueError(f"nanos must be 0-999999999, not {nanos}")
     fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
     return f"{utc:%Y-%m-%dT%H:%M:%S}{fraction}Z"
-
-
-def go_time_ns(epoch_ns: int) -> str:
-    """:func:`go_time` of a count of nanoseconds since the epoch (``time.time_ns()``)."""
-    seconds, nanos = divmod(epoch_ns, 1_000_000_000)
-    return go_time(dt.datetime.fromtimestamp(seconds, dt.UTC), nanos)

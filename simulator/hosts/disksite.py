@@ -100,22 +100,18 @@ def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes | 
     if not all(is_plain_name(part) for part in parts):
         return None
     try:
-        fd: int | None = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        top = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
-    for name in (*WIKI_PATH, *parts[:-1]):
-        assert fd is not None
-        try:
-            child = dirfd.open_dir(fd, name, name)
-        except dirfd.LinkRefused:
-            child = None
-        finally:
-            os.close(fd)
-        if child is None:
-            return None
-        fd = child
-    assert fd is not None
     try:
-        return dirfd.read_file(fd, parts[-1], limit)
+        directory = dirfd.open_path(top, (*WIKI_PATH, *parts[:-1]), str(project))
+    except dirfd.FilesError:
+        return None
     finally:
-        os.close(fd)
+        os.close(top)
+    if directory is None:
+        return None
+    try:
+        return dirfd.read_file(directory, parts[-1], limit)
+    finally:
+        os.close(directory)

@@ -9,10 +9,8 @@ import pytest
 
 from simulator.formats.ids import (
     go_time,
-    go_time_ns,
     is_plain_name,
     next_version_id,
-    parse_version_id,
     slug,
     version_id,
 )
@@ -71,32 +69,6 @@ def test_version_id_is_the_local_wall_clock_to_the_second() -> None:
     assert version_id(dt.datetime(2026, 4, 6, 13, 2, 13, 999_999)) == "2026-04-06-130213"
     aware = dt.datetime(2026, 4, 6, 13, 2, 13, tzinfo=dt.timezone(dt.timedelta(hours=-6)))
     assert version_id(aware) == "2026-04-06-130213"
-
-
-def test_parse_version_id() -> None:
-    assert parse_version_id("2026-04-06-130213") == dt.datetime(2026, 4, 6, 13, 2, 13)
-    moment = dt.datetime(2030, 12, 31, 23, 59, 59)
-    assert parse_version_id(version_id(moment)) == moment
-
-
-@pytest.mark.parametrize(
-    "wiki_id",
-    [
-        "2026-02-30-000000",
-        "2026-13-01-000000",
-        "2026-04-06-240000",
-        "2026-04-06-126000",
-        "20260406-130213-abcdef",
-        "2026-04-06-130213\n",
-        " 2026-04-06-130213",
-        "2026-04-06-13021",
-        "2026-04-06-1302130",
-        "",
-        "draft",
-    ],
-)
-def test_parse_version_id_of_another_id_is_none(wiki_id: str) -> None:
-    assert parse_version_id(wiki_id) is None
 
 
 def test_next_version_id_is_the_first_free_second() -> None:
@@ -213,11 +185,3 @@ def test_go_time_crosses_the_date_line_when_converting() -> None:
 def test_go_time_refuses_nanos_out_of_range(nanos: int) -> None:
     with pytest.raises(ValueError, match="nanos"):
         go_time(dt.datetime(2026, 1, 1), nanos)
-
-
-def test_go_time_ns() -> None:
-    stamp = int(dt.datetime(2026, 4, 6, 19, 2, 13, tzinfo=dt.UTC).timestamp())
-    assert go_time_ns(stamp * 10**9 + 183_259_466) == "2026-04-06T19:02:13.183259466Z"
-    assert go_time_ns(stamp * 10**9) == "2026-04-06T19:02:13Z"
-    assert go_time_ns(0) == "1970-01-01T00:00:00Z"
-    assert go_time_ns(-1) == "1969-12-31T23:59:59.999999999Z"
