@@ -107,6 +107,8 @@ class Run:
         self.name = claim_name(wiki_id)
         self.fd = claim
         self.written: set[str] = set()
+        self.index = b""
+        """The wiki.json this run wrote into its draft (empty: none yet)."""
 
     def write_in(self, name: str, fd: int) -> None:
         """Write the draft in ``name`` (``drafts/``), not in the claim."""
@@ -225,8 +227,9 @@ def commit(wiki: Wiki, run: Run, index: bytes, keep: set[str]) -> None:
                 dirfd.remove_tree(run.fd, name)
             else:
                 os.unlink(name, dir_fd=run.fd)
-    where = wiki.where(run.name, wf.WIKI_JSON)
-    dirfd.replace_file(run.fd, wf.WIKI_JSON, index, where=where)
+    if index != run.index:  # skip_all, or a resume: what the draft's wiki.json lists changes
+        where = wiki.where(run.name, wf.WIKI_JSON)
+        dirfd.replace_file(run.fd, wf.WIKI_JSON, index, where=where)
     with dirfd.flock(wiki.fd):
         wiki.check_current()
         versions = dirfd.open_dir(wiki.fd, "versions", wiki.where("versions"), create=True)

@@ -224,8 +224,8 @@ class FileStore:
         now = self._clock()
         run = self._run = drafts.start(wiki, now, self._time(now))
         where = wiki.where(run.name, wf.WIKI_JSON)
-        index = wf.encode_wiki(self._index(effect.pages))
-        dirfd.replace_file(run.fd, wf.WIKI_JSON, index, where=where)
+        run.index = wf.encode_wiki(self._index(effect.pages))
+        dirfd.replace_file(run.fd, wf.WIKI_JSON, run.index, where=where)
         self.log(f"catalog ready: {len(effect.pages)} pages, draft {run.id} in {run.name}")
 
     def _time(self, now: dt.datetime) -> str:
