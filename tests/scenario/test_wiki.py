@@ -9,6 +9,7 @@ import re
 import msgspec
 import pytest
 
+from simulator.formats import ids
 from simulator.scenario import wiki
 from simulator.scenario.world import LEVELS, PageSpec, Project, Settings, WikiVersion, World
 
@@ -208,33 +209,13 @@ def test_versions_are_oldest_first_even_when_a_given_date_is_older() -> None:
 # -- slugs, ids, language -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("n", "title", "expected"),
-    [
-        (
-            12,
-            "UI框架设计（Ctrl/Handler/Panel/Template）",
-            "12-uikuang-jia-she-ji-ctrl-handler-panel-template",
-        ),
-        (10, "Protobuf协议集成", "10-protobufxie-yi-ji-cheng"),
-        (1, "项目概览", "1-xiang-mu-gai-lan"),
-        (4, "default_config", "4-default_config"),
-        (1, "Overview", "1-overview"),
-        (2, "Quick Start", "2-quick-start"),
-        (3, "!!!", "3-"),
-    ],
-)
-def test_slug_is_zreads(n: int, title: str, expected: str) -> None:
-    assert wiki.slug(n, title) == expected
-
-
-def test_slug_numbers_start_at_one() -> None:
-    with pytest.raises(ValueError, match="start at 1"):
-        wiki.slug(0, "Overview")
-
-
-def test_version_id_is_the_wall_clock_to_the_second() -> None:
-    assert wiki.version_id(dt.datetime(2026, 4, 6, 13, 2, 13, 5)) == "2026-04-06-130213"
+def test_slugs_and_version_ids_are_the_formats_ones() -> None:
+    """zread's slugs and ids are :mod:`simulator.formats.ids`' (tested there); the
+    scenario's wiki names its pages and versions with them."""
+    assert wiki.slug is ids.slug and wiki.version_id is ids.version_id
+    assert [p.slug for p in wiki.catalog(0, "acme/widget", 3)] == [
+        ids.slug(p.id, p.title) for p in wiki.catalog(0, "acme/widget", 3)
+    ]
 
 
 @pytest.mark.parametrize(
