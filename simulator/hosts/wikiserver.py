@@ -30,8 +30,10 @@ free port. :attr:`WikiServer.url` is ``http://<host>:<port>`` with the host as g
 Must not: serve the file system (a path is looked up in the site's index, never joined
 to a directory, and the site is asked only for slugs of its index), know where a site's
 pages come from (anything with the shape of :class:`Site` will do),
-bind anything but a loopback address, or write to stdout or stderr (stdout carries the
-protocol; request logging is silenced), or hold a thread or a connection without
+bind anything but a loopback address, answer a request whose ``Host`` names another
+server (a web page reaching it through DNS rebinding: 421, and one stderr line for each
+of the first few such names), write to stdout (the protocol's) or log requests to
+stderr, or hold a thread or a connection without
 bound. Requests are bounded: http.server's limits on the request line (64 KiB) and
 headers (100); a connection has :data:`REQUEST_TIMEOUT` (``request_timeout=``) from
 when its handler takes it up to send the whole request, line, headers and body (a
@@ -59,6 +61,7 @@ import ipaddress
 import os
 import socket
 import socketserver
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -443,6 +446,10 @@ class _Handler(BaseHTTPRequestHandler):
         # none (400), a body too large to read (413), another method (405).
         if not super().parse_request():
             return False
+        if not self.server.names(self.headers.get("Host")):
+            self.server.refused_host(self.headers.get("Host", ""))
+            self._reply(_Reply(HTTPStatus.MISDIRECTED_REQUEST, _HTML, _MISDIRECTED))
+            return False
         length = _body_length(self.headers)
         if length is None:
             self._reply(_Reply(HTTPStatus.BAD_REQUEST, _HTML, _BAD_LENGTH))
@@ -494,6 +501,15 @@ class _Handler(BaseHTTPRequestHandler):
         """Silenced: stdout is the protocol's, stderr is for the simulator's own lines."""
 
 
+_REFUSALS_SHOWN: Final = 16
+"""How many refused ``Host`` values get their stderr line."""
+_MISDIRECTED = _document(
+    "Misdirected request",
+    "<main><h1>Misdirected request</h1><p>This server answers only its own "
+    "loopback address.</p></main>",
+).encode()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
@@ -520,6 +536,29 @@ class _Server(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name = str(host)
         self.server_port = int(port)
+        names = {"localhost", str(host).lower(), _host_port(str(host), 0).rsplit(":", 1)[0]}
+        self._hosts = frozenset({*names, *(f"{name}:{self.server_port}" for name in names)})
+        self._refused: set[str] = set()
+
+    def names(self, host: str | None) -> bool:
+        """Whether a request's ``Host`` names this server: ``localhost`` or the loopback
+        address it listens on, with or without its port (no ``Host``: an HTTP/1.0 client,
+        answered). Any other name is a web page that reached the server through DNS
+        rebinding, and is not answered."""
+        return host is None or host.strip().lower() in self._hosts
+
+    def refused_host(self, host: str) -> None:
+        """One stderr line per refused ``Host``, the first :data:`_REFUSALS_SHOWN` of
+        them (a page could send thousands)."""
+        with self._lock:
+            if host in self._refused or len(self._refused) >= _REFUSALS_SHOWN:
+                return
+            self._refused.add(host)
+        shown = ascii(host)[1:-1][:200]
+        line = f"zread-sim: browse: refused a request for Host {shown!r}: not this server\n"
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Too many at once: wait for a slot (a handler ends by its deadlines at the

@@ -632,7 +632,7 @@ def test_a_trickled_request_is_dropped_at_the_deadline(site: FakeSite) -> None:
     """Slowloris: a header byte every 20 ms is never idle for long, and still ends."""
     with WikiServer(site, port=0, request_timeout=0.5) as running:
         sock = connect(running)
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         started = time.monotonic()
         sent = 0
         ended = False
@@ -657,7 +657,7 @@ def test_a_trickled_request_is_dropped_at_the_deadline(site: FakeSite) -> None:
 @pytest.mark.parametrize("length", ["60000", "8193", "9" * 40])
 def test_a_body_over_the_limit_is_413_at_once(server: WikiServer, method: str, length: str) -> None:
     # Three bytes of the body sent, the rest never: answered without waiting for it.
-    request = f"{method} / HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\nabc"
+    request = f"{method} / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {length}\r\n\r\nabc"
     status, body = exchange(server, request.encode())
     assert status == 413
     assert b"<h1>Content too large</h1>" in body
@@ -668,14 +668,16 @@ def test_a_body_over_the_limit_is_413_at_once(server: WikiServer, method: str, l
 def test_a_body_that_never_comes_is_closed_at_the_deadline(site: FakeSite, method: str) -> None:
     with WikiServer(site, port=0, request_timeout=0.3) as running:
         sock = connect(running)
-        sock.sendall(f"{method} / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc".encode())
+        sock.sendall(
+            f"{method} / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nabc".encode()
+        )
         assert read_all(sock) == b""  # within the client's 5 s, not held
         assert get(running, "/").status == 200
 
 
 def test_a_small_body_is_read_and_dropped(server: WikiServer) -> None:
     body = b"x" * wikiserver.MAX_BODY
-    head = f"Host: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    head = f"Host: localhost\r\nContent-Length: {len(body)}\r\n\r\n".encode()
     status, page = exchange(server, b"GET / HTTP/1.1\r\n" + head + body)
     assert status == 200
     assert page == get(server, "/").body
@@ -701,7 +703,7 @@ def test_a_small_body_is_read_and_dropped(server: WikiServer) -> None:
 def test_a_content_length_that_is_not_one_number_is_400(
     server: WikiServer, header: str, method: str
 ) -> None:
-    request = f"{method} / HTTP/1.1\r\nHost: x\r\n{header}\r\n\r\nabc"
+    request = f"{method} / HTTP/1.1\r\nHost: localhost\r\n{header}\r\n\r\nabc"
     status, body = exchange(server, request.encode("utf-8"))
     assert status == 400
     assert b"Content-Length is not a length." in body
@@ -733,7 +735,7 @@ def test_repeated_lengths_that_agree_are_one(server: WikiServer, header: str) ->
 def test_a_body_not_sent_unasked_is_not_waited_for(
     server: WikiServer, method: str, header: str, expected: int
 ) -> None:
-    request = f"{method} / HTTP/1.1\r\nHost: x\r\n{header}\r\n\r\n"
+    request = f"{method} / HTTP/1.1\r\nHost: localhost\r\n{header}\r\n\r\n"
     status, _ = exchange(server, request.encode())
     assert status == expected
 
@@ -891,3 +893,41 @@ def test_markdown_it_is_imported_only_when_a_page_is_served() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+# -- Host: only this server's names --------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "LOCALHOST", "127.0.0.1:{port}"])
+def test_the_servers_own_names_are_answered(server: WikiServer, host: str) -> None:
+    name = host.format(port=server.port)
+    status, body = exchange(server, f"GET / HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
+    assert status == 200 and b"<h1>" in body
+
+
+def test_a_request_without_host_is_answered(server: WikiServer) -> None:
+    status, _ = exchange(server, b"GET / HTTP/1.0\r\n\r\n")  # HTTP/1.0 needs none
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.1:1", "localhost.evil.example", ""]
+)
+def test_another_host_is_misdirected_and_named_once_on_stderr(
+    server: WikiServer, host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = host.format(port=server.port)
+    for _ in range(3):
+        status, body = exchange(server, f"GET / HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
+        assert status == 421 and b"Misdirected request" in body
+    err = capsys.readouterr().err
+    assert err.count("refused a request for Host") == 1 and repr(name) in err
+    assert get(server, "/").status == 200  # the server's own name still works
+
+
+def test_refused_hosts_are_named_on_stderr_at_most_sixteen_times(
+    server: WikiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for n in range(40):
+        exchange(server, f"GET / HTTP/1.1\r\nHost: rebind{n}.example\r\n\r\n".encode())
+    assert capsys.readouterr().err.count("refused a request for Host") == 16
