@@ -163,12 +163,15 @@ class UserFiles:
 
 def _settings(base: Settings, values: Mapping[str, str], where: Path) -> Settings:
     fields: dict[str, Any] = {k: v for k, v in values.items() if k in Settings.__struct_fields__}
+    for key in _INTEGER_FIELDS:
+        if key in fields:
+            text = fields[key].strip()
+            if not (text.lstrip("+-").isascii() and text.lstrip("+-").isdigit()) or len(text) > 9:
+                raise FilesError(f"{where}: {key}: {fields[key]!r} is not a whole number")
+            fields[key] = int(text)
     try:
-        for key in _INTEGER_FIELDS:
-            if key in fields:
-                fields[key] = int(fields[key])
         return msgspec.structs.replace(base, **fields)
-    except (ValueError, TypeError) as err:
+    except ValueError as err:  # the Settings' own words: "max_retries must be ..."
         raise FilesError(f"{where}: {err}") from None
 
 

@@ -266,3 +266,25 @@ def test_an_integer_too_long_to_build_is_one_error_naming_the_file(
     path.write_text("concurrency:\n    max_concurrent: " + "9" * 5000 + "\n")
     with pytest.raises(FilesError, match=f"^{path}: a value cannot be read"):
         store(home, project).world(load_scenario("default").world)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("abc", "max_concurrent: 'abc' is not a whole number"),
+        ("1.5", "max_concurrent: '1.5' is not a whole number"),
+        ("9" * 40, "is not a whole number"),
+        ("99", "max_concurrent must be an integer 1-64"),
+    ],
+)
+def test_a_config_value_of_the_wrong_kind_is_named_in_the_simulators_words(
+    home: Path, project: Path, value: str, message: str
+) -> None:
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text(f"concurrency:\n    max_concurrent: {value}\n")
+    with pytest.raises(FilesError) as caught:
+        store(home, project).world(load_scenario("default").world)
+    text = str(caught.value)
+    assert text.startswith(f"{path}: ") and message in text
+    assert "invalid literal" not in text and "int()" not in text
