@@ -91,7 +91,11 @@ class FileStore:
         """``base`` with the files laid over it (see the module docstring)."""
         self._seed = seed
         world = self.user.world(base) if self.user is not None else base
-        world = self._project_side(world)
+        try:
+            world = self._project_side(world)
+        except BaseException:
+            self.close()  # refused: nothing stays open for a session that never starts
+            raise
         self.log(f"start: seed {seed}, project {self.project}")
         return world
 
