@@ -61,9 +61,9 @@ class FilesError(ConfigurationError):
     why (exit 2); nothing is written over it."""
 
 
-class LinkRefused(FilesError, OSError):
-    """A directory the simulator would have to go through is a link (or not a
-    directory): nothing is written, the message names it (exit 2)."""
+class LinkRefused(FilesError):
+    """A directory the simulator would have to go through is a link: nothing is
+    written, the message names it (exit 2)."""
 
 
 def open_dir(parent: int, name: str, where: str, *, create: bool = False) -> int | None:
