@@ -84,6 +84,9 @@ class FileStore:
         self._links = Keyed()
         self._sources: Keyed | None = None
         self._wiki: drafts.Wiki | None = None
+        self._read_versions: dict[str, tuple[bytes, wf.WikiIndex]] = {}
+        """Each version's wiki.json as the session's start read it: browse serves it
+        without reading it again."""
 
     # -- what a session starts from ----------------------------------------------------
 
@@ -172,6 +175,7 @@ class FileStore:
                     )
                 where = wiki.where("versions", name, wf.WIKI_JSON)
                 index = wiki.decode(data, where)
+                self._read_versions[name] = (data, index)
                 if index.id != name:
                     raise FilesError(f"{where}: id {index.id!r} is not its directory's name")
                 yield index
@@ -284,6 +288,8 @@ class FileStore:
         project has no such version (the scenario's wiki stands in)."""
         if self.project is None or not is_plain_name(version):
             return None
+        if version in self._read_versions:
+            return DiskSite(self.project, version, *self._read_versions[version])
         return DiskSite.open(self.project, version)
 
     # -- the rest ------------------------------------------------------------------------

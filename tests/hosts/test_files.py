@@ -520,3 +520,20 @@ def test_a_resumed_draft_named_otherwise_commits_a_wiki_json_of_the_pages_presen
     committed = decode_wiki((version / "wiki.json").read_bytes())
     files = sorted(p.name for p in version.iterdir() if p.name != "wiki.json")
     assert [p.file for p in committed.pages] == files == ["1-introduction.md"]
+
+
+def test_browse_serves_the_wiki_json_the_start_read_without_reading_it_again(
+    home: Path, project: Path
+) -> None:
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
+    index = project / ".zread/wiki/versions" / version_id / "wiki.json"
+    files = store(home, project)
+    files.world(load_scenario("empty").world)
+    read_at_start = index.read_bytes()
+    index.write_bytes(read_at_start.replace(b'"language": "en"', b'"language": "zh"'))
+    site = files.site(version_id)
+    assert site is not None and site.wiki_json() == read_at_start
+    files.close()
