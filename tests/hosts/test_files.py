@@ -33,15 +33,6 @@ def clock_at(*moments: dt.datetime) -> object:
     return now
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    (path / "src").mkdir(parents=True)
-    (path / "src" / "app.py").write_text("".join(f"line {n}\n" for n in range(1, 41)))
-    (path / "README.md").write_text("# widget\n\nA widget.\n")
-    return path
-
-
 def store(home: Path | None, project: Path, *moments: dt.datetime) -> FileStore:
     return FileStore(home, project, clock=clock_at(*(moments or (NOON,))))  # type: ignore[arg-type]
 

@@ -11,15 +11,6 @@ from simulator.hosts.pages import Keyed, page_bytes, project_sources
 from simulator.scenario import wiki
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    (path / "src").mkdir(parents=True)
-    (path / "src" / "app.py").write_text("".join(f"line {n}\n" for n in range(1, 41)))
-    (path / "README.md").write_text("# widget\n\nA widget.\n")
-    return path
-
-
 def test_project_sources_lists_text_files_with_their_lines(project: Path) -> None:
     (project / ".git").mkdir()
     (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
