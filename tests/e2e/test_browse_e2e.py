@@ -342,7 +342,8 @@ def test_stalled_connections_do_not_hold_quit(spawn: Any) -> None:
     assert port is not None
     stalled = [socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) for _ in range(3)]
     stalled[0].sendall(b"GET / HT")  # a request line cut short
-    stalled[1].sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")  # a body short
+    # A body cut short:
+    stalled[1].sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nabc")
     get(url)  # answered past them; they were accepted before it
     started = time.monotonic()
     proc.send("quit")

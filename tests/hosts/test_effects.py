@@ -491,7 +491,7 @@ def test_a_busy_port_is_an_answer_once_every_port_tried_is_busy(
     def busy(*args: object) -> None:
         raise OSError(errno.EADDRINUSE, "Address already in use")
 
-    monkeypatch.setattr(wikiserver, "_Server", busy)
+    monkeypatch.setattr(wikiserver, "_bind", busy)
     host = EffectHost()
     try:
         started = host.perform(0, StartServer(OnePage()))

@@ -1,0 +1,252 @@
+"""The wiki server's connections: one asyncio event loop, on a daemon thread.
+
+Owns: :class:`HttpServer`, which serves a listening socket (bound by its caller) from
+an event loop on a thread of its own: how many connections are open at once, each
+connection's deadlines, moving its bytes, and closing it all. What a request is
+answered is :mod:`simulator.hosts.httprequest`'s (h11 reads it there).
+
+Why asyncio and h11. One thread per connection, a bounded number of them (http.server's
+way, as this server had), ties a thread and a slot to each peer for as long as the peer
+takes to send its request: 200 peers trickling a byte at a time held every slot, and
+any other request waited for their deadlines (28 s, or for ever while they kept
+coming back). On one event loop a waiting peer costs a few kilobytes and a timer, not a
+thread, so a thousand can wait while others are answered at once. asyncio is the
+standard library's; h11 is a small, typed, pure-Python HTTP/1.1 parser that does no
+I/O, so it runs on this loop as it is, and the parsing is a well-kept library's rather
+than written here. A server library on asyncio (aiohttp, uvicorn) would bring a
+framework and dependencies of its own for a handful of GETs, and still need the
+deadline and the ``Host`` rule written for it. This module and h11 are imported only
+when a server starts: nothing else in the simulator imports asyncio or h11 for a
+command that serves no wiki. The rules:
+
+- Connections: at most :data:`MAX_CONNECTIONS` open at once, and never more than half
+  the process's soft limit on open files (:func:`connection_cap`); past it the server
+  accepts nothing until one ends: new connections wait in the listen backlog
+  (:data:`LISTEN_BACKLOG`), past which the kernel drops their SYNs and the client
+  retries.
+- Deadlines: a connection has ``request_timeout`` seconds from being accepted to send
+  its whole request, line, headers and body (a deadline, not an idle time: a peer
+  trickling a byte at a time is dropped at it, unanswered, as a silent one is); the
+  answer has as long again to be handed to the kernel (a peer that never reads is
+  dropped too). Then the server ends its side and drops what the peer still sends, for
+  :data:`LINGER` seconds and :data:`LINGER_BYTES` at most, so a peer still sending a
+  body is not reset before it reads the answer.
+- :meth:`HttpServer.close` stops accepting, releases the port and ends every open
+  connection at once, whatever it is waiting for, and returns within
+  :data:`STOP_WAIT` seconds.
+
+Must not: write to stdout (the protocol's), log requests, let a traceback reach stderr
+(a connection that fails is closed, quietly), hold a connection, a descriptor or
+memory without bound, or wait on a peer but by the loop (``answer`` is called on the
+loop: it must not block either; a page is a small file rendered in milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import functools
+import socket
+import threading
+from typing import TYPE_CHECKING, Final
+
+from simulator.hosts.httprequest import Exchange, Hosts, Outcome
+
+if TYPE_CHECKING:
+    from simulator.hosts.httprequest import Answer
+
+__all__ = [
+    "LINGER",
+    "LINGER_BYTES",
+    "LISTEN_BACKLOG",
+    "MAX_CONNECTIONS",
+    "STOP_WAIT",
+    "HttpServer",
+    "connection_cap",
+]
+
+MAX_CONNECTIONS: Final = 1024
+"""Connections open at once (at most half the soft ``RLIMIT_NOFILE``); the next wait."""
+LISTEN_BACKLOG: Final = 512
+"""The listen queue: connections the kernel holds, not yet accepted. 128 overflowed
+when 200 clients connected at once, faster than the loop accepts: a few waited for
+their SYN's retry (p99 ~1.1 s); 512 absorbs such a burst."""
+LINGER: Final = 1.0
+"""Seconds, after the answer, during which what the peer still sends is dropped."""
+LINGER_BYTES: Final = 64 << 10
+"""The most bytes dropped so after the answer."""
+STOP_WAIT: Final = 2.0
+"""How long close() waits for the loop to end every connection and stop."""
+_READ: Final = 64 << 10
+"""The most bytes taken from a connection at once."""
+
+
+def connection_cap() -> int:
+    """How many connections may be open at once: :data:`MAX_CONNECTIONS`, or half the
+    process's soft limit on open files when that is lower (the rest is the session's)."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to respect
+        return MAX_CONNECTIONS
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft // 2))
+
+
+class HttpServer:
+    """Serves ``listener`` (bound, not yet listening) from a daemon thread until
+    :meth:`close`. ``answer`` is asked for every GET and HEAD; ``request_timeout`` is
+    each connection's deadline for its request (and again for its answer)."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        answer: Answer,
+        *,
+        request_timeout: float,
+        name: str = "httpserver",
+    ) -> None:
+        self._listener = listener
+        self._answer = answer
+        self.request_timeout = request_timeout
+        host, port = listener.getsockname()[:2]
+        self._hosts = Hosts(str(host), int(port))
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cap = connection_cap()
+        self._closing = False
+        self._lock = threading.Lock()
+        listener.setblocking(False)
+        listener.listen(LISTEN_BACKLOG)
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(_quiet)
+        self._stopped: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def open_connections(self) -> int:
+        """How many connections are open now (accepted, not yet ended)."""
+        return len(self._tasks)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closing
+
+    @property
+    def cap(self) -> int:
+        """How many connections may be open at once (:func:`connection_cap`)."""
+        return self._cap
+
+    def close(self) -> None:
+        """Stop accepting, end every open connection and release the port; waits for
+        that (:data:`STOP_WAIT` at most); later calls do nothing."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        with contextlib.suppress(RuntimeError):  # the loop has ended already
+            self._loop.call_soon_threadsafe(self._stop)
+        self._thread.join(STOP_WAIT)
+
+    def _stop(self) -> None:
+        if not self._stopped.done():
+            self._stopped.set_result(None)
+
+    # -- the loop's thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            self._listener.close()
+            loop.close()
+
+    async def _main(self) -> None:
+        accepting = asyncio.create_task(self._accept())
+        await self._stopped
+        accepting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await accepting
+        self._listener.close()  # the port is free, and new connections are refused
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=STOP_WAIT)
+
+    async def _accept(self) -> None:
+        """Accept while fewer than the cap are open; past it, leave the next ones in
+        the backlog until one ends."""
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(self._cap)
+        while True:
+            await slots.acquire()
+            try:
+                conn, _ = await loop.sock_accept(self._listener)
+            except OSError as err:
+                slots.release()
+                if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    await asyncio.sleep(0.1)  # out of descriptors: the backlog holds them
+                continue
+            task = loop.create_task(self._connection(conn))
+            self._tasks.add(task)
+            task.add_done_callback(functools.partial(self._ended, slots))
+
+    def _ended(self, slots: asyncio.Semaphore, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        slots.release()
+
+    async def _connection(self, conn: socket.socket) -> None:
+        """One connection: its request within the deadline, one answer, the end."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=_READ)
+            try:
+                async with asyncio.timeout(self.request_timeout):
+                    outcome = await self._read(reader)
+            except TimeoutError:
+                return  # the deadline: closed unanswered
+            if outcome is None:
+                return  # the peer ended its side before its request
+            data = outcome.data()
+            async with asyncio.timeout(self.request_timeout):
+                writer.transport.set_write_buffer_limits(high=0)  # drain: all handed over
+                writer.write(data)
+                await writer.drain()
+            await self._linger(reader, writer)
+        except Exception:  # the peer went away or never read its answer, or a fault
+            pass  # of this layer: either way the connection ends, quietly
+        finally:
+            if writer is None:
+                conn.close()
+            else:
+                writer.transport.abort()
+
+    async def _linger(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """End this side, then drop what the peer still sends for a while, so that a
+        peer still sending is not reset before it reads the answer."""
+        if writer.can_write_eof():
+            writer.write_eof()
+        left = LINGER_BYTES
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(min(LINGER, self.request_timeout)):
+                while left > 0 and (chunk := await reader.read(_READ)):
+                    left -= len(chunk)
+
+    async def _read(self, reader: asyncio.StreamReader) -> Outcome | None:
+        """Read one request and decide its answer; None when the peer hung up first."""
+        exchange = Exchange(self._hosts, self._answer)
+        while not exchange.abandoned:
+            outcome = exchange.receive(await reader.read(_READ))
+            if outcome is not None:
+                return outcome
+        return None
+
+
+def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    """The loop's exception handler: silent (no traceback reaches stderr; every
+    connection already ends quietly on its own errors)."""

@@ -1,0 +1,222 @@
+"""Tests for simulator.hosts.httpserver: the event loop serving real connections on
+127.0.0.1, with an ``answer`` written here (tests/hosts/test_wikiserver.py drives the
+same layer through the wiki server, trickling peers included)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+
+import pytest
+
+from simulator.hosts import httpserver
+from simulator.hosts.httpserver import MAX_CONNECTIONS, STOP_WAIT, HttpServer, connection_cap
+
+BODY = b"the page\n"
+
+
+@dataclass(frozen=True)
+class Page:
+    status: HTTPStatus
+    content_type: str
+    body: bytes
+
+
+def answer(path: str) -> Page:
+    if path == "/big":
+        return Page(HTTPStatus.OK, "text/plain", b"x" * (16 << 20))
+    return Page(HTTPStatus.OK, "text/plain", BODY)
+
+
+def start(request_timeout: float = 10.0) -> HttpServer:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    return HttpServer(listener, answer, request_timeout=request_timeout)
+
+
+@pytest.fixture
+def server() -> Iterator[HttpServer]:
+    running = start()
+    yield running
+    running.close()
+
+
+def port_of(server: HttpServer) -> int:
+    return int(server._listener.getsockname()[1])
+
+
+def connect(server: HttpServer) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port_of(server)), timeout=5)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def fetch(server: HttpServer, path: str = "/") -> bytes:
+    sock = connect(server)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    data = read_all(sock)
+    sock.close()
+    return data
+
+
+def wait_for(condition: object, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_get_is_answered_and_closed(server: HttpServer) -> None:
+    data = fetch(server)
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert data.endswith(b"\r\n\r\n" + BODY)
+    assert wait_for(lambda: server.open_connections == 0)
+
+
+@pytest.mark.parametrize(("soft", "cap"), [(300, 150), (40, 20), (16384, MAX_CONNECTIONS)])
+def test_the_cap_is_half_the_open_files_limit_at_most(soft: int, cap: int) -> None:
+    code = (
+        "import resource, sys\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "want = int(sys.argv[1])\n"
+        "if hard != resource.RLIM_INFINITY and want > hard: print('skip'); raise SystemExit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))\n"
+        "from simulator.hosts.httpserver import connection_cap\n"
+        "print(connection_cap())\n"
+    )
+    if sys.platform == "win32":
+        pytest.skip("no RLIMIT_NOFILE")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(soft)], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "skip":
+        pytest.skip(f"the hard limit is below {soft}")
+    assert int(done.stdout) == cap
+    assert MAX_CONNECTIONS == 1024
+
+
+def test_connections_past_the_cap_wait_unaccepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(httpserver, "MAX_CONNECTIONS", 3)
+    running = start(request_timeout=0.5)
+    try:
+        assert running.cap == connection_cap() == 3
+        silent = [connect(running) for _ in range(6)]
+        assert wait_for(lambda: running.open_connections == 3)
+        time.sleep(0.2)
+        assert running.open_connections == 3  # the other three wait in the backlog
+        # Each silent one is dropped at its deadline; the next take their slots.
+        for sock in silent:
+            assert read_all(sock) == b""
+            sock.close()
+        assert fetch(running).endswith(BODY)
+    finally:
+        running.close()
+
+
+def test_close_ends_waiting_connections_at_once_and_frees_the_port() -> None:
+    running = start(request_timeout=60)
+    port = port_of(running)
+    waiting = [connect(running) for _ in range(5)]
+    for sock in waiting[:3]:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never ended
+    assert wait_for(lambda: running.open_connections == 5)
+    started = time.monotonic()
+    running.close()
+    assert time.monotonic() - started < STOP_WAIT
+    assert running.closed
+    running.close()  # again: nothing
+    for sock in waiting:
+        assert read_all(sock) == b""
+        sock.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_peer_still_sending_its_body_after_the_answer_is_not_reset(server: HttpServer) -> None:
+    sock = connect(server)
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 60000\r\n\r\n")
+    answer = read_all(sock)  # the 413 comes at once, and this side ends
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    sock.sendall(b"x" * 60000)  # the body it had started to send: dropped, not reset
+    sock.shutdown(socket.SHUT_WR)
+    time.sleep(0.1)
+    assert sock.recv(1024) == b""  # an end, not a ConnectionResetError
+    sock.close()
+
+
+def test_a_peer_that_resets_mid_answer_leaves_the_server_serving(server: HttpServer) -> None:
+    for _ in range(5):
+        sock = connect(server)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        sock.recv(100)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, with most of the answer unsent
+    assert fetch(server).endswith(BODY)
+    assert wait_for(lambda: server.open_connections == 0)
+
+
+def test_nothing_reaches_stdout_and_no_traceback_reaches_stderr() -> None:
+    code = (
+        "import socket, struct, time\n"
+        "from http import HTTPStatus\n"
+        "from simulator.hosts.httpserver import HttpServer\n"
+        "def broken(path):\n"
+        "    raise RuntimeError('boom')\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0))\n"
+        "port = listener.getsockname()[1]\n"
+        "server = HttpServer(listener, broken, request_timeout=0.3)\n"
+        "def send(data, reset=False):\n"
+        "    s = socket.create_connection(('127.0.0.1', port), timeout=5)\n"
+        "    s.sendall(data)\n"
+        "    if reset:\n"
+        "        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+        "        s.close(); return b''\n"
+        "    out = b''\n"
+        "    try:\n"
+        "        while chunk := s.recv(65536): out += chunk\n"
+        "    except ConnectionResetError: pass\n"
+        "    s.close(); return out\n"
+        "GET = b'GET / HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n'\n"
+        "assert send(GET).startswith(b'HTTP/1.1 500 ')\n"
+        "assert send(b'GET / HTTP/1.1\\r\\nHost: evil\\r\\n\\r\\n').startswith(b'HTTP/1.1 421 ')\n"
+        "assert send(b'\\x00\\xff garbage\\r\\n\\r\\n').startswith(b'HTTP/1.1 400 ')\n"
+        "send(GET, reset=True)\n"
+        "assert send(b'GET / HT') == b''\n"
+        "server.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        "zread-sim: browse: refused a request for Host 'evil': not this server\n"
+    )
+
+
+def test_a_server_never_holds_the_process_up() -> None:
+    code = (
+        "import socket\n"
+        "from simulator.hosts.httpserver import HttpServer\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0))\n"
+        "HttpServer(listener, lambda path: None, request_timeout=60)\n"
+        "socket.create_connection(listener.getsockname(), timeout=5)  # left waiting\n"
+        "print('done')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
