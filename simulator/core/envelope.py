@@ -4,8 +4,10 @@ Owns:
 - the byte format of an event line (FIDELITY section 1): compact JSON, key order
   ``vm, waiting_for, done, error``, strings escaped as Go's ``encoding/json`` escapes
   them, numbers as Go writes them, one trailing newline;
-- the decoding of a command line and of its ``params``, with exactly the error texts
-  of FIDELITY section 3.
+- the decoding of a command line and of its ``params`` as Go's ``encoding/json``
+  decodes them into zread's structs, with exactly the error texts of FIDELITY
+  section 3 (Go's rules for keys and nulls: :mod:`simulator.core.godecode`, asked
+  only about the lines msgspec alone would read otherwise).
 
 Must not: hold state, read a clock, or do I/O. A rejected line raises
 :class:`RejectedLine`, whose ``text`` is what goes into the event's ``error``.
@@ -32,6 +34,14 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from simulator.core.errors import ProtocolError
+from simulator.core.godecode import (
+    NOT_QUICK,
+    PLANS,
+    command_keys_exact,
+    command_members,
+    normalise,
+    plan_of,
+)
 
 __all__ = [
     "JSON_WHITESPACE",
@@ -105,6 +115,16 @@ class RejectedLine(ProtocolError):
 class _WireCommand(msgspec.Struct):
     type: msgspec.Raw = msgspec.Raw(b"")
     params: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _ExactWireCommand(_WireCommand, forbid_unknown_fields=True):
+    """A line with no other key: what msgspec reads of it is what Go reads."""
+
+
+_exact_wire: Final = msgspec.json.Decoder(_ExactWireCommand)
+_any_wire: Final = msgspec.json.Decoder(_WireCommand)
+_str_decoder: Final = msgspec.json.Decoder(str)
+_plans: Final = PLANS
 
 
 class Command(msgspec.Struct, frozen=True):
@@ -239,65 +259,109 @@ def _keep_or_replace(match: re.Match[bytes]) -> bytes:
     return match[0] if match.lastindex else b"\\ufffd"
 
 
-def _decode_wire(line: bytes) -> _WireCommand:
+def _any_wire_of(line: bytes) -> tuple[_WireCommand, bytes]:
+    """The line's ``type`` and ``params`` as msgspec reads them whatever other keys it
+    holds, and the line they were read from (lone surrogates replaced)."""
     try:
-        return msgspec.json.decode(line, type=_WireCommand)
+        return _any_wire.decode(line), line
     except RecursionError:
         raise RejectedLine(_TOO_DEEP) from None
+    except msgspec.DecodeError as err:  # ValidationError included
+        if 92 not in line or b"\\u" not in line:
+            raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+    # Go's decoder reads an escaped lone surrogate as U+FFFD; msgspec refuses it.
+    line = _LONE_SURROGATE.sub(_keep_or_replace, line)
+    try:
+        return _any_wire.decode(line), line
+    except RecursionError:
+        raise RejectedLine(_TOO_DEEP) from None
+    except msgspec.DecodeError as err:
+        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
 
 
 def decode_command(line: bytes) -> Command:
-    """Decode one command line (without its newline).
+    """Decode one command line (without its newline), as Go's ``encoding/json`` would.
 
     Raises :class:`RejectedLine` with ``invalid JSON: <reason>`` when the line is not
     a UTF-8 JSON object, or nests deeper than the decoder goes (``nested too deeply``).
     An escaped lone surrogate (``"\\ud800"``) is U+FFFD, as Go's decoder reads it.
+    A key names ``type`` or ``params`` case-insensitively, the last such key wins, and
+    a ``null`` type leaves the type as it was (:mod:`simulator.core.godecode`).
     A missing or non-string ``type`` is not an error here: it comes back as ``""`` or
     as its JSON text, and is refused as not allowed.
+
+    The common line (``type`` and ``params``, spelled so, once) costs one msgspec
+    decode; a line with another key also a look through its bytes; only another
+    spelling of ``type`` or ``params``, or a ``null`` type, goes through Go's rules by
+    hand.
     """
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise RejectedLine(f"invalid JSON: invalid UTF-8 at byte {err.start}") from None
-    try:
-        wire = _decode_wire(line)
-    except msgspec.DecodeError as err:  # ValidationError included
-        if b"\\u" not in line:
-            raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
-        # Go's decoder reads an escaped lone surrogate as U+FFFD; msgspec refuses it.
-        line = _LONE_SURROGATE.sub(_keep_or_replace, line)
+    if not line.isascii():
         try:
-            wire = _decode_wire(line)
-        except msgspec.DecodeError as err:
-            raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
+            line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise RejectedLine(f"invalid JSON: invalid UTF-8 at byte {err.start}") from None
+    try:
+        wire: _WireCommand = _exact_wire.decode(line)  # no other key: as Go reads it
+        exact = True
+    except RecursionError:
+        raise RejectedLine(_TOO_DEEP) from None
+    except msgspec.DecodeError:  # another key, or not JSON: the line says which
+        wire, line = _any_wire_of(line)
+        exact = False
     raw_type = bytes(wire.type)
-    if not raw_type or raw_type == b"null":  # Go decodes null as the field left out
+    params = bytes(wire.params)
+    if (not exact and not command_keys_exact(line)) or raw_type == b"null":
+        # another spelling of type or params (not only another key), or a null type
+        try:
+            type_text, params_text = command_members(line.decode("utf-8"))
+        except RecursionError:
+            raise RejectedLine(_TOO_DEEP) from None
+        raw_type, params = type_text.encode(), params_text.encode()
+    if not raw_type:
         command_type = ""
     elif raw_type[:1] == b'"':
-        command_type = msgspec.json.decode(raw_type, type=str)
+        command_type = _str_decoder.decode(raw_type)
     else:
         command_type = raw_type.decode("utf-8")
-    params = bytes(wire.params)
     if not params or params == b"null":
         params = _EMPTY_OBJECT
     return Command(command_type, params)
 
 
 def decode_params(params: bytes, params_type: type[T]) -> T:
-    """Decode ``params`` into ``params_type``; ``invalid params: <reason>`` on failure.
+    """Decode ``params`` into ``params_type``, as Go's ``encoding/json`` would;
+    ``invalid params: <reason>`` when a value has the wrong type.
 
-    Unknown keys are ignored, as Go's decoder ignores them. Nesting deeper than the
-    decoder goes is ``invalid JSON: nested too deeply``, as it is in
-    :func:`decode_command`: how deep the decoder can go depends on the stack it is
-    called from, so a line that passed there can still be too deep here.
+    Unknown keys are ignored, as Go's decoder ignores them; a key names a field
+    case-insensitively; ``null`` or a left-out field is the field's zero value (see
+    :mod:`simulator.core.godecode`). A reason names a field by its own name, however
+    the line spelled it. Nesting deeper than the decoder goes is ``invalid JSON: nested
+    too deeply``, as it is in :func:`decode_command`: how deep the decoder can go
+    depends on the stack it is called from, so a line that passed there can still be
+    too deep here.
+
+    Params whose keys are their fields', spelled so, cost one msgspec decode; others,
+    and a null or a missing field, are rewritten by Go's rules first.
     """
+    plan = _plans.get(params_type) or plan_of(params_type)
     try:
-        return msgspec.json.decode(params, type=params_type)
+        value = plan.quick(params)
+        if value is not NOT_QUICK:
+            return value  # type: ignore[no-any-return]
+        try:
+            params = normalise(params, plan.plan)
+        except ValueError:  # not JSON at all: msgspec says why
+            msgspec.json.decode(params)
+            # pragma: no cover - msgspec refuses what json refuses (json's words never shown)
+            raise RejectedLine("invalid JSON: params cannot be read") from None
+        return plan.decoder.decode(params)  # type: ignore[no-any-return]
     except msgspec.ValidationError as err:
         reason = _reason(err)
         if "[...]" in reason:
             reason = _name_the_key(params, params_type, reason)
         raise RejectedLine(f"invalid params: {reason}") from None
+    except msgspec.DecodeError as err:
+        raise RejectedLine(f"invalid JSON: {_reason(err)}") from None
     except RecursionError:
         raise RejectedLine(_TOO_DEEP) from None
 

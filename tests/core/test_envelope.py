@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,6 +23,8 @@ from simulator.core.envelope import (
     not_allowed,
     vm_pieces,
 )
+from simulator.core.godecode import normalise, plan_of
+from statecharts import COMMANDS, load_chart
 
 
 class SmallVM(msgspec.Struct):
@@ -352,7 +357,7 @@ class MapParams(msgspec.Struct):
     ("raw", "where"),
     [
         (b'{"fields":{"a":"x","max_retries":5}}', '$.fields["max_retries"]'),
-        (b'{"fields":{"llm.model":null}}', '$.fields["llm.model"]'),
+        (b'{"fields":{"llm.model":true}}', '$.fields["llm.model"]'),
         (b'{"fields":{"<&>":1}}', '$.fields["\\u003c\\u0026\\u003e"]'),
         (b'{"fields":{},"rows":[{"a":1},{"b":1,"c":"x"}]}', '$.rows[1]["c"]'),
     ],
@@ -389,17 +394,24 @@ def test_a_lone_surrogate_in_a_line_that_is_bad_anyway_gives_the_other_reason() 
     assert "truncated" not in info.value.text
 
 
-@pytest.mark.parametrize("raw", [b"[1]", b"3", b'"s"', b"{}"])
-def test_decode_params_not_an_object_or_missing_field(raw: bytes) -> None:
+@pytest.mark.parametrize("raw", [b"[1]", b"3", b'"s"', b"true"])
+def test_decode_params_not_an_object(raw: bytes) -> None:
     with pytest.raises(RejectedLine) as info:
         decode_params(raw, Params)
-    assert info.value.text.startswith("invalid params: ")
+    assert info.value.text.startswith("invalid params: expected `object`, got ")
 
 
-def test_decode_params_missing_field_names_it() -> None:
+@pytest.mark.parametrize("raw", [b"null1", b'{"Name":', b'{"name":"\\ud800"', b"\xff"])
+def test_decode_params_not_json_is_invalid_json(raw: bytes) -> None:
+    # decode_command hands on only params that are JSON; a caller that does not learns why.
     with pytest.raises(RejectedLine) as info:
-        decode_params(b'{"sizes":[]}', Params)
-    assert "name" in info.value.text
+        decode_params(raw, Params)
+    assert info.value.text.startswith("invalid JSON: ")
+
+
+def test_a_missing_field_is_its_zero_value_as_go_leaves_it() -> None:
+    assert decode_params(b'{"sizes":[]}', Params) == Params("", [])
+    assert decode_params(b"{}", Params) == Params("", [])
 
 
 class Loose(msgspec.Struct):
@@ -429,3 +441,253 @@ def test_decode_params_nesting_too_deep_is_invalid_json(raw: bytes, params_type:
 def test_not_allowed_text() -> None:
     assert not_allowed("fly", "editing") == 'command "fly" not allowed in state editing'
     assert not_allowed("", "waiting") == 'command "" not allowed in state waiting'
+
+
+# -- Go's decoder: the table of docs/fidelity.md section 3 --------------------------------
+
+FIDELITY = Path(__file__).resolve().parents[2] / "docs" / "fidelity.md"
+TABLE_HEADER = "| line | type | params, decoded, or the error | |"
+
+
+class NoParams(msgspec.Struct):
+    """What the session decodes the params of a command without any into."""
+
+
+def params_type_of(command_type: str) -> Any:
+    """The params struct of ``command_type`` in the chart that has it; NoParams if none."""
+    for command in COMMANDS:
+        spec = load_chart(command).commands.get(command_type)
+        if spec is not None:
+            return spec.params or NoParams
+    return NoParams
+
+
+def code_span(cell: str) -> str:
+    """The text of a markdown code span: `x`, or ``x `` when it holds backticks."""
+    cell = cell.strip()
+    if cell.startswith("``"):
+        return cell.removeprefix("`` ").removeprefix("``").removesuffix(" ``").strip()
+    assert cell.startswith("`") and cell.endswith("`"), cell
+    return cell[1:-1]
+
+
+def go_table() -> list[tuple[str, str, str]]:
+    """(line, type as JSON, params as JSON or the error) of each row of the table."""
+    lines = FIDELITY.read_text(encoding="utf-8").splitlines()
+    start = lines.index(TABLE_HEADER) + 2
+    rows = []
+    for row in itertools.takewhile(lambda text: text.startswith("| "), lines[start:]):
+        cells = row.strip().strip("|").split(" | ")
+        rows.append((code_span(cells[0]), code_span(cells[1]), code_span(cells[2])))
+    return rows
+
+
+GO_TABLE = go_table()
+
+
+def test_the_go_table_is_there_and_covers_every_rule() -> None:
+    lines = [line for line, _, _ in GO_TABLE]
+    assert len(lines) >= 25
+    assert any("\u212a" in line for line in lines) and any("\u017f" in line for line in lines)
+    assert any("\\u" in line for line in lines) and any("null" in line for line in lines)
+    assert any(result.startswith("invalid params: ") for _, _, result in GO_TABLE)
+
+
+@pytest.mark.parametrize(("line", "type_json", "result"), GO_TABLE, ids=[r[0] for r in GO_TABLE])
+def test_every_row_of_the_go_table(line: str, type_json: str, result: str) -> None:
+    command = decode_command(line.encode())
+    assert command.type == json.loads(type_json)
+    params_type = params_type_of(command.type)
+    if result.startswith("invalid params: "):
+        with pytest.raises(RejectedLine) as info:
+            decode_params(command.params, params_type)
+        assert info.value.text == result
+    else:
+        assert msgspec.json.encode(decode_params(command.params, params_type)) == result.encode()
+
+
+# -- Go's decoder: what zread's structs do not show ----------------------------------------
+
+
+class Inner(msgspec.Struct):
+    a: int = 0
+    b: str = ""
+
+
+class Rich(msgspec.Struct):
+    name: str
+    sizes: list[int] = msgspec.field(default_factory=list)
+    inner: Inner = msgspec.field(default_factory=Inner)
+    maybe: Inner | None = None
+    anything: Any = None
+    tags: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    items: list[Inner] = msgspec.field(default_factory=list)
+    ok: bool = False
+    ratio: float = 0.0
+    kind: str = ""
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(b'{"name":null}', Rich(""), id="a null string is empty"),
+        pytest.param(b'{"ok":null,"ratio":null}', Rich(""), id="null bool and float are zero"),
+        pytest.param(b'{"sizes":null}', Rich(""), id="a null list is empty"),
+        pytest.param(b'{"sizes":[1,2],"sizes":null}', Rich(""), id="null empties a list"),
+        pytest.param(b'{"sizes":[1,null]}', Rich("", [1, 0]), id="a null element is zero"),
+        pytest.param(b'{"sizes":[1,2],"sizes":[null]}', Rich("", [1]), id="reused element"),
+        pytest.param(b'{"inner":null}', Rich(""), id="a null object is a zero struct"),
+        pytest.param(
+            b'{"inner":{"a":1},"inner":null}', Rich("", inner=Inner(1)), id="null leaves a struct"
+        ),
+        pytest.param(
+            b'{"inner":{"a":1},"INNER":{"b":"x"}}',
+            Rich("", inner=Inner(1, "x")),
+            id="a struct is merged into",
+        ),
+        pytest.param(b'{"maybe":{"A":2}}', Rich("", maybe=Inner(2)), id="an optional struct"),
+        pytest.param(b'{"maybe":{"a":2},"maybe":null}', Rich(""), id="null clears a pointer"),
+        pytest.param(
+            b'{"anything":{"K":1,"k":2}}', Rich("", anything={"K": 1, "k": 2}), id="any: exact"
+        ),
+        pytest.param(b'{"anything":1,"Anything":null}', Rich(""), id="null clears an any"),
+        pytest.param(
+            b'{"tags":{"x":null,"X":[1]}}', Rich("", tags={"x": [], "X": [1]}), id="map keys"
+        ),
+        pytest.param(
+            b'{"items":[{"a":1}],"items":[{"b":"y"},{"A":3}]}',
+            Rich("", items=[Inner(1, "y"), Inner(3)]),
+            id="list elements are decoded into",
+        ),
+        pytest.param('{"\u212aind":"x"}'.encode(), Rich("", kind="x"), id="kelvin sign"),
+        pytest.param(b'{"\\u212aIND":"x"}', Rich("", kind="x"), id="escaped kelvin sign"),
+        pytest.param('{"nam\u0117":"x"}'.encode(), Rich(""), id="other letters do not fold"),
+        pytest.param(
+            b'{"Anything":123456789012345678901234567890,"RATIO":25e-1}',
+            Rich("", anything=123456789012345678901234567890, ratio=2.5),
+            id="numbers as sent",
+        ),
+    ],
+)
+def test_go_zero_values_and_merging(raw: bytes, expected: Rich) -> None:
+    assert decode_params(raw, Rich) == expected
+
+
+class Twins(msgspec.Struct):
+    """Two fields that differ only in case, as no struct of zread's has."""
+
+    title: str = ""
+    TITLE: str = ""
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"title":"t"}', Twins("t", "")),
+        (b'{"TITLE":"T"}', Twins("", "T")),
+        (b'{"Title":"x"}', Twins("x", "")),  # folded: the first declared
+        (b'{"title":"exact","tItLe":"folded"}', Twins("folded", "")),
+        (b'{"TITLE":"T","Title":"x","title":"t"}', Twins("t", "T")),
+    ],
+)
+def test_an_exact_name_wins_and_a_fold_takes_the_first_field(raw: bytes, expected: Twins) -> None:
+    assert decode_params(raw, Twins) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "command"),
+    [
+        (b'{"PaRaMs":{"a":1},"TyPe":"x"}', Command("x", b'{"a":1}')),
+        (b'{"type":"x","params":{"a":1},"Params":null}', Command("x", b"{}")),
+        (b'{"type":"x","params":{"a":1},"PARAMS":[2]}', Command("x", b"[2]")),
+        (b'{"type":"x","Type":7}', Command("7", b"{}")),
+        (b'{"Type":[1, 2]}', Command("[1, 2]", b"{}")),
+        (b'{"type":"quit","type":"save"}', Command("save", b"{}")),
+        (b'{"type":"a","type":null,"type":null}', Command("a", b"{}")),
+        (b'{"Type":null}', Command("", b"{}")),
+        (b'{"TYPE":"\\u0071uit","x":"\\ud800"}', Command("quit", b"{}")),
+        (b' {"tYpE" : "save" , "Params" : { } } ', Command("save", b"{ }")),
+        (b'{"\\u0054ype":"quit"}', Command("quit", b"{}")),
+        ('{"type":"x","p\u0430rams":{"a":1}}'.encode(), Command("x", b"{}")),  # Cyrillic a
+        (b'{"types":"x","param":{}}', Command("", b"{}")),
+    ],
+)
+def test_command_keys_as_go_assigns_them(line: bytes, command: Command) -> None:
+    assert decode_command(line) == command
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"Type":"quit"',
+        b'{"Type":"quit",}',
+        b'{"Type":"quit"} x',
+        b'{"Type":' + nested() + b"}",
+        b'{"Type":"\\ud800",}',
+    ],
+)
+def test_a_line_with_other_keys_is_still_refused_when_it_is_not_json(line: bytes) -> None:
+    text = rejected(line)
+    assert text.startswith("invalid JSON: ")
+    assert PYTHON_PHRASES.search(text) is None, text
+
+
+PYTHON_PHRASES = re.compile(
+    r"Traceback|Error\b|Expecting|line \d+ column|char \d+|int\(\)|sys\.|"
+    r"set_int_max_str_digits|object has no|NoneType|not subscriptable|codec"
+)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"Task_ID":' + b"9" * 5000 + b"}",
+        b'{"task_id":-' + b"9" * 5000 + b".5}",
+        b'{"TASK_ID":1e999999}',
+        b'{"task_id":"\\ud800"}',
+        b'{"Task_id":[' * 3000 + b"]" * 3000 + b"}",
+        b'{"task_id":{"a":null}}',
+        b'{"task_id":true,"task_id":null}',
+    ],
+)
+def test_a_refused_params_speaks_the_simulators_words(raw: bytes) -> None:
+    class Retry(msgspec.Struct):
+        task_id: int
+
+    with pytest.raises(RejectedLine) as info:
+        decode_params(raw, Retry)
+    text = info.value.text
+    assert text.startswith(("invalid params: ", "invalid JSON: ")), text
+    assert PYTHON_PHRASES.search(text) is None, text
+    assert "task_id" in text or text.startswith("invalid JSON: "), text
+
+
+class Plain(msgspec.Struct):
+    """A struct of fields that hold no struct, as every params struct of zread's."""
+
+    name: str
+    sizes: list[int] = msgspec.field(default_factory=list)
+    anything: Any = None
+    tags: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    ok: bool = False
+    ratio: float = 0.0
+    kind: str = ""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"name":"n","sizes":[1,2]}',
+        b'{"name":"N","ok":true,"ratio":0.5,"kind":"K"}',
+        b'{"name":"\\"q\\"","tags":{"a":[1],"A":[]}}',
+        '{"name":"\u4e2d\u6587","anything":{"a":2}}'.encode(),
+        b'{"name":"name","name":"again","anything":{"x":[1,{"y":null}]}}',
+        b'{"name":"n","anything":null}',
+    ],
+)
+def test_the_quick_way_and_gos_rules_agree_on_exact_keys(raw: bytes) -> None:
+    # Params spelled exactly take msgspec's way alone; Go's rules by hand give the same.
+    plan = plan_of(Plain)
+    quick = plan.quick(raw)
+    assert type(quick) is Plain
+    assert quick == plan.decoder.decode(normalise(raw, plan.plan)) == decode_params(raw, Plain)

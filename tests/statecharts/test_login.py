@@ -306,18 +306,24 @@ def test_the_login_flow_names_who_logged_in_even_when_nobody_was(
             b'{"type":"select_region","params":{"region":""}}',
             "invalid params: region must not be empty",
         ),
+        # Go's decoder: a left-out or null region is "", and Region is region.
+        (b'{"type":"select_region","params":{}}', "invalid params: region must not be empty"),
+        (b'{"type":"select_region"}', "invalid params: region must not be empty"),
         (
-            b'{"type":"select_region","params":{}}',
-            "invalid params: object missing required field `region`",
+            b'{"type":"select_region","params":{"Region":""}}',
+            "invalid params: region must not be empty",
         ),
-        (b'{"type":"select_region"}', "invalid params: object missing required field `region`"),
         (
             b'{"type":"select_region","params":{"region":5}}',
             "invalid params: expected `str`, got `int` - at `$.region`",
         ),
         (
             b'{"type":"select_region","params":{"region":null}}',
-            "invalid params: expected `str`, got `null` - at `$.region`",
+            "invalid params: region must not be empty",
+        ),
+        (
+            b'{"type":"select_region","params":{"REGION":5}}',
+            "invalid params: expected `str`, got `int` - at `$.region`",
         ),
         (
             b'{"type":"select_region","params":{"region":["cn"]}}',
@@ -391,7 +397,10 @@ def test_browser_that_cannot_open_sets_browser_warn(run: Starter, tmp_path: Path
             b'{"type":"select_model","params":{"model":46}}',
             "invalid params: expected `str`, got `int` - at `$.model`",
         ),
-        (b'{"type":"select_model"}', "invalid params: object missing required field `model`"),
+        (
+            b'{"type":"select_model"}',
+            "invalid params: unknown model '' (one of glm-4.6, glm-4.5-air)",
+        ),
         (
             b'{"type":"select_model","params":["glm-4.6"]}',
             "invalid params: expected `object`, got `array`",
