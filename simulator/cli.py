@@ -575,6 +575,7 @@ def _run_session(
         speed=args.speed,
         home=store,
     )
+    session.secrets.add(scenario.world.config.llm_api_key)  # the scenario's, under config.yaml's
     runner = ProcessRunner(
         session,
         stdin,
@@ -584,8 +585,10 @@ def _run_session(
         control=args.control,
         journal=journal,
         lateness_file=environ.get(LATENESS_FILE, ""),
+        secrets=session.secrets,
     )
     if journal is not None:
+        journal.secrets = session.secrets
         journal.start(args.invocation, os.getcwd(), args.command)
     return runner.run()
 

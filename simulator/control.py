@@ -2,8 +2,9 @@
 
 Owns: the control-frame multiplexer (`Conn`), i.e. classifying a line as a control
 frame, matching responses to our pending requests by id, dispatching incoming
-requests to registered handlers, honouring control_cancel_request, and encoding the
-three frame shapes byte for byte.
+requests to registered handlers, honouring control_cancel_request, and answering
+every request exactly once. The bytes of a frame, both ways, are
+:mod:`simulator.control_frames`'.
 
 Must not: know about processes, sessions, events or commands; read or sleep; decode
 anything that is not a control frame (`handle_frame` returns False and the caller
@@ -21,23 +22,34 @@ response has no "response" key at all).
 
 Request ids are "req_<n>" from a per-Conn counter, so they are unique per Conn.
 
-Every frame goes through one encoder, written as Go's encoding/json writes it:
-compact, keys in insertion order, non-ASCII as UTF-8, `<` `>` `&` as \\u003c \\u003e
-\\u0026 and U+2028/U+2029 as \\u2028/\\u2029; only a float keeps Python's spelling
-(`1.0` where Go writes `1`: the admin payloads promise floats). It refuses what Go
-cannot marshal or JSON cannot hold: NaN and infinities, keys other than str and int
-(int keys are written as their decimal text, as Go writes map[int]T), values other
-than dict, list, tuple, str, int, float, bool and None, cycles, and lone surrogates
-(no frame written is invalid UTF-8).
+Every frame goes through one encoder, written as Go's encoding/json writes it; only a
+float keeps Python's spelling (`1.0` where Go writes `1`: the admin payloads promise
+floats). It refuses what Go cannot marshal or JSON cannot hold: NaN and infinities,
+keys other than str and int (int keys are written as their decimal text, as Go
+writes map[int]T), values other than dict, list, tuple, str, int, float, bool and
+None, cycles, and lone surrogates (no frame written is invalid UTF-8).
 
 A line is a control frame when it is a JSON object whose "type" is one of the three
 strings above; any other "type" (a list, a number, another string) is not, nor is a
 line JSON does not allow (Python's NaN/Infinity extensions included). Bytes are
-read as UTF-8 only. JSON may spell strings UTF-8 cannot encode (a lone surrogate
-such as "\\ud800"), and a line may hold bytes that are not UTF-8 (read as lone
-surrogates): a frame holding one is refused, as a request with an `INVALID_STRING`
-error response (ignored when the request_id itself holds it: nobody to answer), as
-a response by failing our request with `INVALID_STRING`.
+read as UTF-8 only. Whatever else a frame holds, it is decoded: a number of any
+length, nesting of any depth. A frame the simulator cannot take as it is gets one
+error text (`control_frames.frame_problem`'s), as a request with an error response, as a response
+by failing our request with that text:
+
+- bytes that are not UTF-8: `NOT_UTF8`;
+- a number beyond what a 64-bit float holds (an integer of 4,300 digits, `1e400`):
+  `NUMBER_OUT_OF_RANGE` (Go's decoder refuses them too);
+- nesting deeper than `MAX_DEPTH`: `TOO_DEEP`;
+- a string JSON spells but UTF-8 cannot encode (a lone surrogate such as
+  "\\ud800"): `INVALID_STRING`.
+
+A request whose request_id is not a string (a number, null, missing) gets one error
+response too, its request_id written back as sent when it is a string or a number
+that fits, null otherwise. A line that is not a control frame at all can be answered
+with `refuse`, by a transport that carries nothing else (a socket). `calm` lets a
+transport wait, before it reads a peer's next request, until few of its requests
+are being handled (back-pressure: :mod:`simulator.runners.peers`).
 
 `handle_frame` never raises, whatever the line: a handler that raises, or returns a
 value the encoder refuses, gets an error response for its request id; so does a
@@ -55,12 +67,33 @@ import asyncio
 import contextlib
 import itertools
 import json
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any
+
+from simulator.control_frames import (
+    CONTROL_TYPES,
+    INVALID_STRING,
+    MAX_DEPTH,
+    NOT_A_FRAME,
+    NOT_UTF8,
+    NUMBER_OUT_OF_RANGE,
+    TOO_DEEP,
+    Unencodable,
+    decode,
+    encode,
+    error_text,
+    has_surrogate,
+    id_back,
+    kind_of,
+)
 
 __all__ = [
     "INVALID_STRING",
+    "MAX_DEPTH",
+    "NOT_A_FRAME",
+    "NOT_UTF8",
+    "NUMBER_OUT_OF_RANGE",
+    "TOO_DEEP",
     "Conn",
     "ControlClosed",
     "ControlEncodeError",
@@ -71,12 +104,6 @@ __all__ = [
 
 Write = Callable[[bytes], None]
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-_CONTROL_TYPES = frozenset({"control_request", "control_response", "control_cancel_request"})
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
-
-INVALID_STRING = "control: invalid string (lone surrogate)"
 
 
 class ControlError(Exception):
@@ -97,104 +124,6 @@ class ControlClosed(ControlError):
 class ControlEncodeError(ControlError, TypeError):
     """A request whose subtype or params cannot be written as a frame; nothing was
     written. Also a TypeError, which is what `request` raised for it before."""
-
-
-class _Unencodable(Exception):
-    """A value the frame encoder refuses; the message says why."""
-
-
-# -- the encoder ------------------------------------------------------------------
-
-
-def _go_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def _check_keys(value: object) -> None:
-    """Refuse object keys Go cannot marshal (only str and int), or int keys whose text
-    is another key of the same object. No recursion: the walk goes as deep as needed."""
-    stack = [value]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if id(item) in seen:
-                continue  # shared or cyclic: json.dumps judges cycles
-            seen.add(id(item))
-            names: set[str] = set()
-            for key in item:
-                if isinstance(key, str):
-                    name = key
-                elif isinstance(key, int) and not isinstance(key, bool):
-                    name = int.__repr__(key)
-                else:
-                    raise _Unencodable(f"unsupported object key type {type(key).__name__}")
-                if name in names:
-                    raise _Unencodable(f"duplicate object key {name!r}")
-                names.add(name)
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            stack.extend(item)
-
-
-def _encode(frame: dict[str, Any]) -> bytes:
-    """One frame as Go writes it (see the module docstring), or _Unencodable."""
-    try:
-        _check_keys(frame)
-        text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except _Unencodable:
-        raise
-    except Exception as exc:  # TypeError, ValueError, RecursionError, a container's own
-        raise _Unencodable(_error_text(exc)) from None
-    if _SURROGATE.search(text):
-        raise _Unencodable(INVALID_STRING)
-    return _GO_ESCAPED.sub(_go_escape, text).encode() + b"\n"
-
-
-# -- the decoder ------------------------------------------------------------------
-
-
-def _refuse_constant(name: str) -> NoReturn:
-    raise ValueError(f"not JSON: {name}")
-
-
-def _decode(line: object) -> object:
-    """The JSON value of a line; ValueError when it has none (RecursionError when it
-    nests deeper than the decoder goes)."""
-    if isinstance(line, bytes | bytearray | memoryview):
-        # UTF-8 only (json.loads would guess UTF-16 or UTF-32 from the bytes); a byte
-        # that is not UTF-8 becomes a lone surrogate, refused like an escaped one.
-        line = bytes(line).decode("utf-8", "surrogateescape")
-    if not isinstance(line, str):
-        raise ValueError(f"not a line: {type(line).__name__}")
-    return json.loads(line, parse_constant=_refuse_constant)
-
-
-def _error_text(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # an exception whose __str__ fails still has a name
-        text = ""
-    return text or type(exc).__name__
-
-
-def _has_lone_surrogate(value: object) -> bool:
-    """Whether a string anywhere in decoded JSON (keys included) holds a lone surrogate."""
-    stack = [value]
-    while stack:  # no recursion: json.loads accepts nesting deeper than a walk could take
-        item = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 class Conn:
@@ -245,10 +174,10 @@ class Conn:
         try:
             extra = {k: v for k, v in (params or {}).items() if k != "subtype"}
             body = {"subtype": subtype, **extra}
-            frame = _encode({"type": "control_request", "request_id": request_id, "request": body})
-        except Exception as exc:  # _Unencodable, or a dict subclass of its own
+            frame = encode({"type": "control_request", "request_id": request_id, "request": body})
+        except Exception as exc:  # Unencodable, or a dict subclass of its own
             raise ControlEncodeError(
-                f"control request does not encode: {_error_text(exc)}"
+                f"control request does not encode: {error_text(exc)}"
             ) from None
         try:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -288,23 +217,24 @@ class Conn:
     def handle_frame(self, line: bytes | bytearray | memoryview | str) -> bool:
         """Route one line; False means it is not a control frame (pass it on).
 
-        Never raises: what goes wrong with a control frame is answered (an error
-        response) or dropped (nobody to answer), never the caller's problem."""
+        Never raises: a request is answered (one response, an error when it is
+        malformed, see the module docstring), a response or a cancellation taken or
+        dropped, never the caller's problem."""
         try:
-            frame = _decode(line)
+            frame, problem = decode(line)
         except (ValueError, RecursionError):
             return False
         if not isinstance(frame, dict):
             return False
         kind = frame.get("type")
-        if not isinstance(kind, str) or kind not in _CONTROL_TYPES:
+        if not isinstance(kind, str) or kind not in CONTROL_TYPES:
             return False
         if self._closed:
             return True
         if kind == "control_request":
-            self._on_request(frame)
+            self._on_request(frame, problem)
         elif kind == "control_response":
-            self._on_response(frame.get("response"))
+            self._on_response(frame.get("response"), problem)
         else:
             request_id = frame.get("request_id")
             task = self._inflight.pop(request_id, None) if isinstance(request_id, str) else None
@@ -312,12 +242,31 @@ class Conn:
                 _cancel(task)
         return True
 
-    def _on_request(self, frame: dict[str, Any]) -> None:
+    def refuse(self, message: str = NOT_A_FRAME) -> None:
+        """Answer a line that is not a control frame (or is too long to be one) with
+        one error response whose request_id is null: for a transport that carries
+        control frames alone. Nothing once closed."""
+        if not self._closed:
+            self._respond_error(None, message)
+
+    async def calm(self, limit: int) -> None:
+        """Return once fewer than ``limit`` of the peer's requests are being handled:
+        a transport waits for it before it reads the peer's next request."""
+        while True:
+            running = [task for task in self._inflight.values() if not task.done()]
+            if len(running) < limit:
+                return
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+
+    def _on_request(self, frame: dict[str, Any], problem: str) -> None:
         request_id = frame.get("request_id")
-        if not isinstance(request_id, str) or _SURROGATE.search(request_id):
-            return  # nobody to answer (an id we cannot write back is no id)
-        if _has_lone_surrogate(frame):
-            self._respond_error(request_id, INVALID_STRING)
+        if not isinstance(request_id, str):
+            kind = "nothing" if "request_id" not in frame else kind_of(request_id)
+            message = f"Malformed control request: request_id must be a string, got {kind}"
+            self._respond_error(id_back(request_id), message)
+            return
+        if problem:
+            self._respond_error(id_back(request_id), problem)
             return
         request = frame.get("request")
         subtype = request.get("subtype") if isinstance(request, dict) else None
@@ -348,7 +297,7 @@ class Conn:
         except asyncio.CancelledError:
             return  # cancelled by the peer or by close(): no response at all
         except Exception as exc:
-            error = _error_text(exc)
+            error = error_text(exc)
         else:
             error = ""
         if self._inflight.get(request_id) is not asyncio.current_task():
@@ -357,8 +306,8 @@ class Conn:
         if not error:
             response = {"subtype": "success", "request_id": request_id, "response": result}
             try:
-                payload = _encode({"type": "control_response", "response": response})
-            except _Unencodable as exc:
+                payload = encode({"type": "control_response", "response": response})
+            except Unencodable as exc:
                 error = (
                     f"Control handler for {subtype} returned a value that does not encode: {exc}"
                 )
@@ -367,14 +316,14 @@ class Conn:
                 return
         self._respond_error(request_id, error)
 
-    def _on_response(self, response: object) -> None:
+    def _on_response(self, response: object, problem: str) -> None:
         if not isinstance(response, dict) or not isinstance(response.get("request_id"), str):
             return
         future = self._pending.pop(response["request_id"], None)
         if future is None or future.done():
             return
-        if _has_lone_surrogate(response):
-            _settle(future, error=ControlError(INVALID_STRING))
+        if problem:
+            _settle(future, error=ControlError(problem))
         elif response.get("subtype") == "success":
             _settle(future, result=response.get("response", {}))
         else:
@@ -398,16 +347,16 @@ class Conn:
         for task in inflight.values():
             _cancel(task)
 
-    def _respond_error(self, request_id: str, message: str) -> None:
-        if _SURROGATE.search(message):  # a handler's text: written escaped, never unencodable
+    def _respond_error(self, request_id: object, message: str) -> None:
+        if has_surrogate(message):  # a handler's text: written escaped, never unencodable
             message = message.encode("utf-8", "backslashreplace").decode()
         response = {"subtype": "error", "request_id": request_id, "error": message}
         self._send({"type": "control_response", "response": response})
 
     def _send(self, frame: dict[str, Any]) -> None:
         try:
-            payload = _encode(frame)
-        except _Unencodable:  # not reached: our own frames hold only what encodes
+            payload = encode(frame)
+        except Unencodable:  # not reached: our own frames hold only what encodes
             return
         self._send_bytes(payload)
 

@@ -6,6 +6,7 @@ import asyncio
 import collections
 import gc
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,6 +16,10 @@ from hypothesis import strategies as st
 
 from simulator.control import (
     INVALID_STRING,
+    NOT_A_FRAME,
+    NOT_UTF8,
+    NUMBER_OUT_OF_RANGE,
+    TOO_DEEP,
     Conn,
     ControlClosed,
     ControlEncodeError,
@@ -581,13 +586,19 @@ def test_malformed_control_requests() -> None:
     async def main() -> None:
         out: list[bytes] = []
         conn = Conn(out.append)
-        # No request_id string: nobody to answer, still a control frame.
+        # No request_id string: one error response, the id written back when it can be.
         assert conn.handle_frame(line({"type": "control_request", "request": {"subtype": "x"}}))
         assert conn.handle_frame(
             line({"type": "control_request", "request_id": 7, "request": {"subtype": "x"}})
         )
         await settle()
-        assert out == []
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"error","request_id":null,'
+            b'"error":"Malformed control request: request_id must be a string, got nothing"}}\n',
+            b'{"type":"control_response","response":{"subtype":"error","request_id":7,'
+            b'"error":"Malformed control request: request_id must be a string, got a number"}}\n',
+        ]
+        out.clear()
         # A request_id but no usable subtype: error response.
         assert conn.handle_frame(line({"type": "control_request", "request_id": "m1"}))
         assert conn.handle_frame(
@@ -617,7 +628,15 @@ def test_unhashable_request_id_or_subtype_never_raises() -> None:
         assert conn.handle_frame(line({"type": "control_cancel_request", "request_id": []}))
         assert conn.handle_frame(line({"type": "control_response", "response": {"request_id": {}}}))
         await settle()
-        assert out == []  # nobody to answer
+        assert [json.loads(f)["response"] for f in out] == [
+            {
+                "subtype": "error",
+                "request_id": None,
+                "error": f"Malformed control request: request_id must be a string, got {kind}",
+            }
+            for kind in ("an array", "an object", "an array", "an object")
+        ]  # one answer a request; a cancellation and a response get none
+        out.clear()
         for request_id, subtype in (("s1", []), ("s2", {}), ("s3", ["x"])):
             frame = {"type": "control_request", "request_id": request_id, "request": {}}
             frame["request"] = {"subtype": subtype}
@@ -675,7 +694,7 @@ def test_a_request_holding_a_lone_surrogate_is_refused(request_body: dict[str, A
     run(main)
 
 
-def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
+def test_a_request_id_holding_a_lone_surrogate_is_answered_with_a_null_id() -> None:
     async def main() -> None:
         out: list[bytes] = []
         conn = Conn(out.append)
@@ -691,7 +710,11 @@ def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
         cancel = {"type": "control_cancel_request", "request_id": "\ud800"}
         assert conn.handle_frame(ascii_line(cancel)) is True
         await settle()
-        assert out == []
+        expected = (
+            b'{"type":"control_response","response":{"subtype":"error","request_id":null,'
+            b'"error":"control: invalid string (lone surrogate)"}}\n'
+        )
+        assert out == [expected, expected]  # the requests alone, once each
 
     run(main)
 
@@ -1315,7 +1338,7 @@ def test_lines_go_would_not_decode_are_not_control_frames(text: Any) -> None:
     run(main)
 
 
-def test_bytes_that_are_not_utf8_in_a_control_frame_are_refused_as_lone_surrogates() -> None:
+def test_bytes_that_are_not_utf8_in_a_control_frame_are_refused() -> None:
     async def main() -> None:
         out: list[bytes] = []
         conn = Conn(out.append)
@@ -1332,9 +1355,13 @@ def test_bytes_that_are_not_utf8_in_a_control_frame_are_refused_as_lone_surrogat
         await settle()
         expected = (
             b'{"type":"control_response","response":{"subtype":"error","request_id":"b1",'
-            b'"error":"control: invalid string (lone surrogate)"}}\n'
+            b'"error":"control: invalid string (bytes that are not UTF-8)"}}\n'
         )
-        assert out == [expected, expected]
+        assert out == [
+            expected,
+            expected,
+            expected.replace(b'"b1"', b"null"),  # an id that cannot be written back
+        ]
 
         task = asyncio.create_task(conn.request("x"))
         await settle()
@@ -1342,7 +1369,7 @@ def test_bytes_that_are_not_utf8_in_a_control_frame_are_refused_as_lone_surrogat
         assert conn.handle_frame(response + b'"request_id":"req_1","response":"\x80"}}') is True
         with pytest.raises(ControlError) as info:
             await task
-        assert info.value.message == INVALID_STRING
+        assert info.value.message == NOT_UTF8
 
     run(main)
 
@@ -1620,5 +1647,187 @@ def test_request_writes_one_go_frame_or_raises_control_encode_error(
         }
         assert conn.handle_frame(success_line("req_1", payload)) is True
         assert await task == payload
+
+    run(main)
+
+
+# -- any number, any nesting: one answer, in the simulator's words ---------------------
+
+_PYTHON_WORDS = ("sys.set_int_max_str_digits", "Exceeds the limit", "recursion", "Traceback")
+
+
+def _body(fault: bytes) -> bytes:
+    return (
+        b'{"type":"control_request","request_id":"n1","request":{"subtype":"known","fault":'
+        + fault
+        + b"}}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        pytest.param(b"9" * 5000, NUMBER_OUT_OF_RANGE, id="int-5000-digits"),
+        pytest.param(b"-" + b"9" * 400, NUMBER_OUT_OF_RANGE, id="int-400-digits"),
+        pytest.param(b"1e400", NUMBER_OUT_OF_RANGE, id="float-1e400"),
+        pytest.param(b"[-1e999]", NUMBER_OUT_OF_RANGE, id="float-minus-1e999"),
+        pytest.param(b"[" * 63 + b"]" * 63, TOO_DEEP, id="level-65"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, TOO_DEEP, id="nested-100000"),
+        pytest.param(b'{"a":' * 5000 + b"1" + b"}" * 5000, TOO_DEEP, id="objects-5000"),
+        pytest.param(b'"\\udfff"', INVALID_STRING, id="lone-surrogate"),
+        pytest.param(b'"\xff"', NOT_UTF8, id="not-utf8"),
+    ],
+)
+def test_a_request_whatever_it_holds_gets_one_error_response(fault: bytes, error: str) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        called: list[dict[str, Any]] = []
+
+        async def known(request: dict[str, Any]) -> dict[str, Any]:
+            called.append(request)
+            return {}
+
+        conn.set_handler("known", known)
+        assert conn.handle_frame(_body(fault)) is True
+        await settle()
+        assert called == []
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"n1",'
+            b'"error":' + json.dumps(error, ensure_ascii=False).encode() + b"}}\n"
+        ]
+        assert not any(words in out[0].decode() for words in _PYTHON_WORDS)
+
+    run(main)
+
+
+def test_the_largest_numbers_that_fit_are_taken() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        seen: list[dict[str, Any]] = []
+
+        async def known(request: dict[str, Any]) -> dict[str, Any]:
+            seen.append(request)
+            return {}
+
+        conn.set_handler("known", known)
+        big = str(int(sys.float_info.max)).encode()
+        assert conn.handle_frame(_body(b"[" + big + b",-" + big + b",1.7e308,1e-400]"))
+        # The frame is level 1, its request 2, the fault's outer list 3: 62 lists reach 64.
+        assert conn.handle_frame(_body(b"[" * 62 + b"]" * 62).replace(b'"n1"', b'"n2"'))
+        await settle()
+        assert [json.loads(f)["response"]["subtype"] for f in out] == ["success", "success"]
+        assert seen[0]["fault"] == [int(sys.float_info.max), -int(sys.float_info.max), 1.7e308, 0.0]
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("request_id", "written", "kind"),
+    [
+        (b"5", b"5", "a number"),
+        (b"-2.5", b"-2.5", "a number"),
+        (b"9" * 5000, b"null", "a number"),
+        (b"1e400", b"null", "a number"),
+        (b"null", b"null", "null"),
+        (b"true", b"null", "a boolean"),
+        (b"[" * 10_000 + b"]" * 10_000, b"null", "an array"),
+    ],
+)
+def test_a_request_id_that_is_not_a_string_gets_one_error_response(
+    request_id: bytes, written: bytes, kind: str
+) -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        frame = b'{"type":"control_request","request_id":' + request_id
+        assert conn.handle_frame(frame + b',"request":{"subtype":"snapshot"}}') is True
+        await settle()
+        assert out == [
+            b'{"type":"control_response","response":{"subtype":"error","request_id":'
+            + written
+            + b',"error":"Malformed control request: request_id must be a string, got '
+            + kind.encode()
+            + b'"}}\n'
+        ]
+
+    run(main)
+
+
+def test_a_response_holding_what_no_frame_may_fails_the_request_with_its_words() -> None:
+    async def main() -> None:
+        conn = Conn(lambda frame: None)
+        for request_id, payload, error in (
+            ("req_1", b"9" * 5000, NUMBER_OUT_OF_RANGE),
+            ("req_2", b"[" * 2000 + b"]" * 2000, TOO_DEEP),
+        ):
+            task = asyncio.create_task(conn.request("authorize"))
+            await settle()
+            response = b'{"type":"control_response","response":{"subtype":"success",'
+            frame = response + b'"request_id":"' + request_id.encode() + b'","response":'
+            assert conn.handle_frame(frame + payload + b"}}") is True
+            with pytest.raises(ControlError) as info:
+                await task
+            assert info.value.message == error
+
+    run(main)
+
+
+def test_a_deep_line_that_is_not_a_frame_is_passed_on() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        deep = b"[" * 100_000 + b"]" * 100_000
+        assert conn.handle_frame(b'{"type":"save","params":' + deep + b"}") is False
+        assert conn.handle_frame(deep) is False
+        assert conn.handle_frame(b'{"type":"control_request","x":' + b"[" * 100_000) is False
+        await settle()
+        assert out == []
+
+    run(main)
+
+
+def test_refuse_answers_a_line_that_is_not_a_frame_once_with_a_null_id() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        conn.refuse()
+        conn.refuse("control: line exceeds 1048576 bytes")
+        conn.close()
+        conn.refuse()  # closed: nothing
+        assert [json.loads(f)["response"] for f in out] == [
+            {"subtype": "error", "request_id": None, "error": NOT_A_FRAME},
+            {
+                "subtype": "error",
+                "request_id": None,
+                "error": "control: line exceeds 1048576 bytes",
+            },
+        ]
+
+    run(main)
+
+
+def test_calm_waits_until_fewer_requests_are_being_handled() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        gate = asyncio.Event()
+
+        async def held(request: dict[str, Any]) -> dict[str, Any]:
+            await gate.wait()
+            return {}
+
+        conn.set_handler("held", held)
+        for index in range(3):
+            conn.handle_frame(request_line(f"h{index}", "held"))
+        await conn.calm(4)  # 3 < 4: at once
+        waiter = asyncio.create_task(conn.calm(3))
+        await settle()
+        assert not waiter.done() and out == []
+        gate.set()
+        await asyncio.wait_for(waiter, 1)
+        await settle()
+        assert sorted(ids_of(out)) == ["h0", "h1", "h2"]
 
     run(main)

@@ -3,7 +3,7 @@
 Owns: :class:`ReplaySession`, which a runner drives exactly as it drives a
 :class:`~simulator.core.session.Session` (duck-typed: ``start``, ``feed``, ``quit``,
 ``deliver``, ``resolve``, ``advance``, ``step``, ``next_deadline``, ``next_timer``,
-``armed``, ``speed``, ``done``, ``journal``, ``snapshot`` ...). It is given the
+``armed``, ``speed``, ``done``, ``journal``, ``transcript``, ``snapshot`` ...). It is given the
 decoded cassette (:func:`simulator.tools.record.read_cassette`), never a file.
 
 The recorded ``out`` lines (events) are written at their recorded times, multiplied by
@@ -39,6 +39,7 @@ import msgspec
 from simulator.core.envelope import JSON_WHITESPACE, RejectedLine, decode_command, encode_event
 from simulator.core.secrets import redact, redact_line
 from simulator.core.session import JournalEntry, Outcome, SessionError, Timer
+from simulator.core.transcript import Transcript
 
 __all__ = ["DIVERGED", "ReplaySession"]
 
@@ -171,7 +172,8 @@ class ReplaySession:
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
         self._sent = 0
-        self._journal: list[JournalEntry] = []
+        self.transcript: Transcript[JournalEntry] = Transcript()
+        """What the session keeps of the client's lines, as a live session does."""
         self.scenario = _Transport()
         """What the output stage reads: no transport faults."""
         self.seed = 0
@@ -205,12 +207,14 @@ class ReplaySession:
 
     @property
     def journal(self) -> list[JournalEntry]:
-        return self._journal
+        """The client's most recent lines, as ``Session.journal`` keeps them."""
+        return self.transcript.recent
 
     @property
     def violations(self) -> list[JournalEntry]:
-        """The client's lines the cassette did not expect (and anything after done)."""
-        return [entry for entry in self._journal if entry.error]
+        """The client's lines the cassette did not expect (and anything after done),
+        as ``Session.violations`` keeps them: the first 10 and the most recent 100."""
+        return self.transcript.violations
 
     @property
     def exit_code(self) -> int | None:
@@ -409,7 +413,7 @@ class ReplaySession:
         self._queued.clear()
 
     def _record(self, line: bytes, error: str) -> None:
-        self._journal.append(
+        self.transcript.add(
             JournalEntry(
                 self._now, line, self._shown_state, self._last_waiting_for, self._done, error
             )

@@ -50,7 +50,8 @@ from simulator.core.envelope import (
     vm_pieces,
 )
 from simulator.core.errors import MisuseError
-from simulator.core.secrets import redact, redact_line
+from simulator.core.secrets import Secrets, redact, redact_line
+from simulator.core.transcript import Transcript
 from simulator.scenario import Scenario, ScenarioError
 from simulator.scenario.failures import Failure, FailurePlan
 
@@ -162,7 +163,6 @@ class Session:
         "_failures",
         "_flags",
         "_heap",
-        "_journal",
         "_last_vm_pieces",
         "_last_waiting_for",
         "_live",
@@ -181,6 +181,8 @@ class Session:
         "chart",
         "driver",
         "peer_attached",
+        "secrets",
+        "transcript",
     )
 
     def __init__(
@@ -218,10 +220,14 @@ class Session:
         self._last_vm_pieces: Sequence[bytes] = (b"{}",)
         self._last_waiting_for: tuple[str, ...] = ()
         self._shown_state = ""
-        self._journal: list[JournalEntry] = []
+        self.transcript: Transcript[JournalEntry] = Transcript()
+        """What the session keeps of the lines it read: counts, and a bounded few whole."""
         # What the session reached of its chart, as bit masks (Chart.reached names them):
         self._seen = self._took = self._answered = self._met = 0
         self.peer_attached = False  # a control peer can answer requests (set by the runner)
+        self.secrets = Secrets((scenario.world.config.llm_api_key,))
+        """The API keys this session knows (the world's, each one a line named): what the
+        simulator writes or answers of it is redacted with them."""
         # The driver sees the session through a weak proxy: no session <-> driver cycle,
         # so a finished session is freed when its last reference goes, without waiting
         # for the cyclic collector (whose pauses grow with thousands of live sessions).
@@ -409,16 +415,22 @@ class Session:
 
     @property
     def journal(self) -> list[JournalEntry]:
-        """Every line the client sent (blank ones aside), with what was expected then."""
-        return self._journal
+        """The lines the client sent (blank ones aside), with what was expected then:
+        the most recent 1,000, oldest first (:mod:`simulator.core.transcript`;
+        ``transcript.total`` counts them all, and ``transcript.listener`` is given
+        each one as it comes)."""
+        return self.transcript.recent
 
     @property
     def violations(self) -> list[JournalEntry]:
-        """The client's mistakes: rejected lines and anything sent after done."""
-        return [entry for entry in self._journal if entry.error]
+        """The client's mistakes, rejected lines and anything sent after done, oldest
+        first: the first 10 of the session and the most recent 100 after them
+        (``transcript.total_violations`` counts them all)."""
+        return self.transcript.violations
 
     def _record(self, line: bytes, error: str) -> None:
-        self._journal.append(
+        self.secrets.learn(line)
+        self.transcript.add(
             JournalEntry(
                 self._now, line, self._shown_state, self._last_waiting_for, self._done, error
             )

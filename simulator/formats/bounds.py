@@ -3,7 +3,10 @@
 Owns: :class:`FormatError` (a file that cannot be used: the user's or the
 repository's, exit 2), the size limit of each file the simulator reads
 (:data:`LIMITS`), :func:`check_size`, :func:`check_json_nesting` and
-:func:`decode_json`, the bounded JSON decoding every JSON format shares.
+:func:`decode_json`, the bounded JSON decoding every JSON format shares; and
+:func:`explain` and :func:`in_words`, msgspec's validation messages (``Expected
+`int`, got `str` - at `$.a```) as the simulator says them (``a: expected an integer,
+got a string``), for every reader that validates with msgspec.
 
 A reader asks :data:`LIMITS` how much to read at most (one byte more than the limit,
 so a file past it is known to be past it) and hands the bytes to the format's decoder,
@@ -34,6 +37,8 @@ __all__ = [
     "check_json_nesting",
     "check_size",
     "decode_json",
+    "explain",
+    "in_words",
 ]
 
 T = TypeVar("T")
@@ -111,8 +116,51 @@ def decode_json(data: bytes, decoder: msgspec.json.Decoder[T], kind: str, name: 
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as err:
-        raise FormatError(f"{name}: {err}") from None
+        raise FormatError(f"{name}: {in_words(err)}") from None
     except msgspec.DecodeError as err:
         raise FormatError(f"{name}: not JSON: {err}") from None
     except RecursionError:  # pragma: no cover - the nesting check comes first
         raise FormatError(f"{name}: nested deeper than {MAX_NESTING} levels") from None
+
+
+_TYPE_WORDS: Final = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "null": "null",
+    "array": "an array",
+    "object": "an object",
+}
+_AT: Final = " - at `$"
+
+
+def _type_words(match: re.Match[str]) -> str:
+    return " or ".join(_TYPE_WORDS.get(name, name) for name in match[1].split(" | "))
+
+
+def explain(err: Exception | str) -> tuple[str, str]:
+    """msgspec's validation message as (key, reason) in the simulator's words:
+    ``Expected `int`, got `str` - at `$.pages[0].level``` is ``("pages[0].level",
+    "expected an integer, got a string")``; ``Object contains unknown field `z``` is
+    ``("z", "unknown key")``; ``Object missing required field `a``` is ``("a",
+    "missing")``. The key is "" when the message names none."""
+    reason, _, at = str(err).partition(_AT)
+    key = at.removesuffix("`").removeprefix(".").replace("[...]", "[<key>]")
+    field = re.fullmatch(r"Object (contains unknown|missing required) field `([^`]*)`", reason)
+    if field:
+        key = f"{key}.{field[2]}" if key else field[2]
+        reason = "unknown key" if field[1] == "contains unknown" else "missing"
+    elif reason.startswith("Invalid enum value "):
+        reason = f"{reason.removeprefix('Invalid enum value ')} is not one of the allowed values"
+    else:
+        reason = re.sub(r"`([^`]*)`", _type_words, reason)
+        if reason[:2].istitle():  # "Expected ...", not "JSON ..."
+            reason = reason[:1].lower() + reason[1:]
+    return key, reason
+
+
+def in_words(err: Exception | str) -> str:
+    """:func:`explain` as one text: ``key: reason``, or the reason alone."""
+    key, reason = explain(err)
+    return f"{key}: {reason}" if key else reason

@@ -20,8 +20,12 @@ process that wrote it, so several processes can share one file:
 - ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`).
 
 ``t`` is session seconds (since the first event, less the time spent paused). Lines
-are text: any API key's value is redacted (:mod:`simulator.core.secrets`) and bytes
-that are not UTF-8 are ``\\xNN`` escapes (``backslashreplace``).
+are text, bytes that are not UTF-8 as ``\\xNN`` escapes (``backslashreplace``). No API
+key is written: everything a record says (lines, events, errors, argv, cwd, the stderr
+line) goes through the writer's :attr:`JournalWriter.secrets`
+(:mod:`simulator.core.secrets`), the session's own registry once the process has one,
+so a key is hidden by name in any spelling and, once known (the world's, HOME's
+``config.yaml``'s, one a line named), by value wherever it occurs.
 
 The file is opened once, with ``O_APPEND``, and each record is one ``write`` of one
 whole line, so records of processes sharing the file never mix. A write that fails
@@ -44,7 +48,7 @@ import msgspec
 
 from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
-from simulator.core.secrets import redact_line
+from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
 
 __all__ = [
@@ -138,36 +142,49 @@ HOWS: Final = {
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-def _text(line: bytes) -> str:
-    return redact_line(line.removesuffix(b"\n")).decode("utf-8", "backslashreplace")
-
-
 class JournalWriter:
     """Appends one process's records to a journal file; see the module docstring."""
 
-    __slots__ = ("_fd", "_warn", "exited", "path", "pid")
+    __slots__ = ("_fd", "_warn", "exited", "path", "pid", "secrets")
 
-    def __init__(self, fd: int, path: str, *, pid: int, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        path: str,
+        *,
+        pid: int,
+        warn: Callable[[str], None],
+        secrets: Secrets | None = None,
+    ) -> None:
         self._fd: int | None = fd
         self.path = path
         self.pid = pid
         self._warn = warn
+        self.secrets = secrets or Secrets()
+        """What every record is redacted with: set it to the session's
+        (``Session.secrets``) before the first record."""
         self.exited = False
         """An ``exit`` record was written: there is none after it."""
 
     @classmethod
     def open(
-        cls, path: str, *, warn: Callable[[str], None], pid: int | None = None
+        cls,
+        path: str,
+        *,
+        warn: Callable[[str], None],
+        pid: int | None = None,
+        secrets: Secrets | None = None,
     ) -> JournalWriter:
         """Open ``path`` to append (created if missing, 0600: a journal holds what the
-        client sent, secrets included); JournalError if it cannot be. ``warn`` is given
+        client sent); JournalError if it cannot be. ``warn`` is given
         the one line to say when a later write fails."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(path, flags, 0o600)
         except OSError as err:
             raise JournalError(f"journal {path}: {err.strerror or err}") from None
-        return cls(fd, path, pid=os.getpid() if pid is None else pid, warn=warn)
+        pid = os.getpid() if pid is None else pid
+        return cls(fd, path, pid=pid, warn=warn, secrets=secrets)
 
     @property
     def writing(self) -> bool:
@@ -176,13 +193,27 @@ class JournalWriter:
 
     def start(self, argv: Sequence[str], cwd: str, command: str) -> None:
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-        self._write(Start(self.pid, list(argv), cwd, now.replace("+00:00", "Z"), command))
+        hide = self.secrets.redact_text
+        argv = [hide(word) for word in argv]
+        self._write(Start(self.pid, argv, hide(cwd), now.replace("+00:00", "Z"), command))
 
     def line(self, entry: JournalEntry) -> None:
-        self._write(Line(pid=self.pid, **entry.as_json()))
+        """One line the session recorded (``JournalEntry.as_json``'s fields)."""
+        secrets = self.secrets
+        self._write(
+            Line(
+                self.pid,
+                entry.time,
+                self._text(entry.line),
+                entry.state,
+                list(entry.waiting_for),
+                entry.after_done,
+                secrets.redact_text(entry.error),
+            )
+        )
 
     def event(self, t: float, line: bytes, state: str = "") -> None:
-        self._write(Event(self.pid, t, _text(line), state))
+        self._write(Event(self.pid, t, self._text(line), state))
 
     def cover(self, t: float, reached: Reached) -> None:
         """What the session reached that no earlier ``cover`` record of it said."""
@@ -221,4 +252,9 @@ class JournalWriter:
                 view = view[os.write(self._fd, view) :]
         except OSError as err:
             self.close()
-            self._warn(f"journal {self.path}: {err.strerror or err}; journaling stops")
+            what = f"journal {self.path}: {err.strerror or err}; journaling stops"
+            self._warn(self.secrets.redact_text(what))
+
+    def _text(self, line: bytes) -> str:
+        line = line.removesuffix(b"\n")
+        return self.secrets.redact_line(line).decode("utf-8", "backslashreplace")

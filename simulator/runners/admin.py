@@ -8,13 +8,22 @@ Toxiproxy's HTTP API are to those tools), and the simulator's side of login's
 Subtypes (``{"type":"control_request","request_id":ID,"request":{"subtype":S,...}}``):
 
 - ``snapshot``: command, state, vm, waiting_for, pending timers, clock, speed, paused.
-- ``violations``: the client's mistakes so far (``Session.violations``), each as
-  plain JSON with its line redacted (``JournalEntry.as_json``).
+- ``violations``: the client's mistakes so far as ``Session.violations`` keeps them
+  (the first 10, the most recent 100), each as plain JSON with its line redacted
+  (``JournalEntry.as_json``), and ``total``, how many there were.
 - ``inject``: ``{"failure": {...}}`` (a ``[[failures]]`` entry) or ``{"fault": {...}}``
   (a ``[[faults]]`` entry). A fault with no point of its own fires at the next event.
 - ``set_speed``: ``{"speed": X}``; pending timers keep the share of their wait done.
 - ``pause`` / ``resume``: freeze and release the timers.
 - ``quit``: as the client's ``quit``.
+
+No API key is answered: every answer and every error text a handler gives goes
+through the session's registry of keys (``Session.secrets``,
+:mod:`simulator.core.secrets`), so a key is hidden by name in any spelling and, once
+known, by value wherever it occurs (a violation's line, a vm, an error that quotes a
+request). A peer's :class:`~simulator.control.Conn` made by :func:`connect` (stdio's,
+and each socket peer's) writes every frame through it too, so what the Conn itself
+echoes (a ``request_id``, an unknown subtype) is redacted as well.
 
 ``--control stdio`` shares stdin and stdout with the commands and events: control
 frames are whole lines, never inside an event, and never change an event's bytes.
@@ -30,28 +39,62 @@ login; when auth_timeout runs out first the request is cancelled
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from simulator.control import Conn, ControlError
+from simulator.control import Conn, ControlError, Handler
 from simulator.core.effects import AskApproval, CancelApproval
+from simulator.core.secrets import Secrets
 from simulator.runners.aio import Channel
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 
-__all__ = ["Approvals", "install"]
+__all__ = ["Approvals", "connect", "install"]
+
+
+def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
+    """A peer's :class:`~simulator.control.Conn` writing through ``write``, every frame
+    redacted with the session's keys, with the admin handlers installed."""
+    secrets = channel.session.secrets
+
+    def send(frame: bytes) -> None:
+        write(secrets.redact_line(frame))
+
+    conn = Conn(send)
+    install(conn, channel)
+    return conn
+
+
+class _Refused(Exception):
+    """A handler's error, its text redacted."""
+
+
+def _redacting(secrets: Secrets, handler: Handler) -> Handler:
+    """``handler`` whose answer and error text go through ``secrets``."""
+
+    async def answer(request: dict[str, Any]) -> Any:
+        try:
+            result = await handler(request)
+        except Exception as err:  # answered as an error response, its text redacted
+            raise _Refused(secrets.redact_text(str(err) or type(err).__name__)) from None
+        return secrets.redact(result)
+
+    return answer
 
 
 def install(conn: Conn, channel: Channel) -> None:
-    """Register the admin handlers for ``channel`` on ``conn``."""
+    """Register the admin handlers for ``channel`` on ``conn``, each answer redacted
+    with the session's keys."""
 
     async def snapshot(_: dict[str, Any]) -> dict[str, Any]:
         channel.tick()  # the session as it stands now
         return {**channel.session.snapshot(), "paused": channel.paused}
 
     async def violations(_: dict[str, Any]) -> dict[str, Any]:
-        return {"violations": [entry.as_json() for entry in channel.session.violations]}
+        kept = [entry.as_json() for entry in channel.session.violations]
+        return {"violations": kept, "total": channel.session.transcript.total_violations}
 
     async def inject(request: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -95,7 +138,7 @@ def install(conn: Conn, channel: Channel) -> None:
         ("resume", resume),
         ("quit", quit_),
     ):
-        conn.set_handler(subtype, handler)
+        conn.set_handler(subtype, _redacting(channel.session.secrets, handler))
 
 
 class Approvals:

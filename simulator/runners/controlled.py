@@ -30,15 +30,20 @@ from simulator.control import Conn
 from simulator.core.errors import ConfigurationError
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
-from simulator.runners.admin import Approvals, install
+from simulator.runners.admin import Approvals, connect
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.live import READ_SIZE, SIGNALS, Endpoint
 from simulator.runners.output import OutputStage
+from simulator.runners.peers import READ_SIZE as PEER_READ_SIZE
+from simulator.runners.peers import SocketPeer
 
 if TYPE_CHECKING:
     from simulator.hosts.journal import JournalWriter
 
-__all__ = ["ControlAddressError", "parse_address", "serve"]
+__all__ = ["MAX_HELD", "ControlAddressError", "parse_address", "serve"]
+
+MAX_HELD = 256
+"""Lines held behind a split event's pause past which stdin is not read (``_unheld``)."""
 
 
 class ControlAddressError(ConfigurationError, ValueError):
@@ -112,6 +117,17 @@ async def _reads(fd: int, reading: Callable[[], bool]) -> AsyncIterator[bytes]:
             loop.remove_reader(fd)
 
 
+async def _unheld(channel: Channel) -> None:
+    """Back-pressure on stdin: while more than :data:`MAX_HELD` lines wait behind a
+    split event's pause (a ``--control stdio`` peer's responses among them), read no
+    more until the pause is over. Without a pause, stdout's writes block: the pipe is
+    the queue."""
+    while channel.held > MAX_HELD and not channel.finished:
+        resume_at = channel.resume_at
+        wait = 0.0 if resume_at is None else resume_at - channel.hub.time()
+        await asyncio.sleep(max(0.001, wait))
+
+
 async def serve(
     session: Session,
     address: str,
@@ -136,32 +152,26 @@ async def serve(
     server: asyncio.AbstractServer | None = None
 
     if kind == "stdio":
-        conn = Conn(channel.send)
-        install(conn, channel)
+        conn = connect(channel.send, channel)  # every frame redacted (admin.py)
         conns.append(conn)
         channel.control = conn.handle_frame
     else:
         _prepare_socket_path(path)
 
         async def on_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            peer = Conn(writer.write)
-            install(peer, channel)
-            conns.append(peer)
+            # Back-pressure and a quiet end (peers.py); every frame redacted (admin.py).
+            peer = SocketPeer(reader, writer, lambda write: connect(write, channel))
+            conns.append(peer.conn)
             session.peer_attached = True
             try:
-                while line := await reader.readline():
-                    peer.handle_frame(line)
-            except (asyncio.CancelledError, ConnectionError, ValueError):
-                pass  # shutting down, the peer went away, or an over-long line
+                await peer.serve()
             finally:
-                conns.remove(peer)
+                conns.remove(peer.conn)
                 session.peer_attached = bool(conns)
-                peer.close()
-                writer.close()
 
         old_umask = os.umask(0o177)
         try:
-            server = await asyncio.start_unix_server(on_peer, path, limit=1 << 22)
+            server = await asyncio.start_unix_server(on_peer, path, limit=PEER_READ_SIZE)
         except OSError as err:
             raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
         finally:
@@ -181,6 +191,7 @@ async def serve(
     async def pump() -> None:
         async for data in _reads(in_fd, lambda: channel.reading):
             channel.received(data)
+            await _unheld(channel)
 
     channel.start()
     reader = loop.create_task(pump())

@@ -16,9 +16,10 @@ on a thread, thousands of sessions on one asyncio loop):
    for good, ``close_stdout`` and ``stop_reading`` do what they say.
 
 With a :attr:`LiveSession.journal` (``--journal FILE``), what happened goes to it from
-here, the one place that knows: each line the session journaled, each event it
-produced, and how the run ended (:data:`simulator.hosts.journal.HOWS`). Without one,
-nothing is done for it.
+here, the one place that knows: each line the session journaled (handed over as the
+session records it: the session itself keeps only a bounded few,
+:mod:`simulator.core.transcript`), each event it produced, and how the run ended
+(:data:`simulator.hosts.journal.HOWS`). Without one, nothing is done for it.
 
 Each session call's :class:`~simulator.core.session.Outcome` goes the same way: its
 effects are performed (:meth:`~simulator.hosts.effects.EffectHost.perform_all`, a
@@ -85,7 +86,6 @@ class LiveSession:
         "_covered",
         "_done",
         "_ending",
-        "_journaled",
         "_lines",
         "_paused_at",
         "_resume_at",
@@ -145,8 +145,6 @@ class LiveSession:
         it fired is the clock now minus that (load-test statistics)."""
         self.journal: JournalWriter | None = None
         """Where what happens is journaled (``--journal``); set before :meth:`start`."""
-        self._journaled = 0
-        """How many of the session's journal entries went to :attr:`journal`."""
         self._covered: tuple[tuple[int, ...], frozenset[str]] = ((0, 0, 0, 0), frozenset())
         """What the journal's ``cover`` records said so far (the session's marks, the
         faults fired)."""
@@ -186,6 +184,17 @@ class LiveSession:
         return wakeup
 
     @property
+    def held(self) -> int:
+        """How many actions (lines, a control peer's among them) wait behind a split
+        event's pause; a reader of the client's stream may wait while there are many."""
+        return len(self._backlog)
+
+    @property
+    def resume_at(self) -> float | None:
+        """When, on the clock, a split event's pause ends; None when none holds."""
+        return self._resume_at if self._waiting else None
+
+    @property
     def finished(self) -> bool:
         """The run is over (done, an exit, or the reader gone); a hang never is."""
         return self.code is not None
@@ -194,6 +203,8 @@ class LiveSession:
 
     def start(self) -> None:
         """(1) The first event, before anything is read."""
+        if self.journal is not None:  # each line as the session records it
+            self.session.transcript.listener = self.journal.line
         self._take(self.session.start())
         self._settle()
 
@@ -216,7 +227,6 @@ class LiveSession:
         """(2) One command line, answered after the timers due before it."""
         if self._done:
             self.session.feed(line)  # recorded in the journal as sent after done
-            self._journal_lines()
             return
         if self._stopped:  # a hang or an exit: nothing is read any more
             return
@@ -228,10 +238,8 @@ class LiveSession:
             self.tick()
         if not self._stopped and not self._done:
             outcome = self.session.feed(line)
-            if self.journal is not None:
-                self._journal_lines()
-                if outcome.done and not self._ending:
-                    self._ending = "quit" if _is_quit(line) else "done"
+            if self.journal is not None and outcome.done and not self._ending:
+                self._ending = "quit" if _is_quit(line) else "done"
             self._take(outcome)
         self._settle()
 
@@ -445,14 +453,6 @@ class LiveSession:
         new = self.session.chart.reached(*(m & ~o for m, o in zip(marks, old_marks, strict=True)))
         new = msgspec.structs.replace(new, faults=faults_fired - old_faults)
         self.journal.cover(self.session.now, new)
-
-    def _journal_lines(self) -> None:
-        """Hand the journal the entries the session made since the last call."""
-        if self.journal is not None:
-            entries = self.session.journal
-            for entry in entries[self._journaled :]:
-                self.journal.line(entry)
-            self._journaled = len(entries)
 
 
 def _is_quit(line: bytes) -> bool:

@@ -29,6 +29,7 @@ from simulator.runners.live import READ_SIZE, SIGNALS, LiveSession
 from simulator.runners.output import OutputStage
 
 if TYPE_CHECKING:
+    from simulator.core.secrets import Secrets
     from simulator.hosts.journal import JournalWriter
 
 __all__ = [
@@ -67,13 +68,15 @@ MAX_WAIT = 3600.0
 
 
 class ProcessEndpoint:
-    """A process's stdout and stderr, where its session's actions go."""
+    """A process's stdout and stderr, where its session's actions go; a stderr line
+    goes through ``secrets`` (no API key on stderr)."""
 
-    __slots__ = ("err_fd", "gone", "out_fd")
+    __slots__ = ("err_fd", "gone", "out_fd", "secrets")
 
-    def __init__(self, out_fd: int, err_fd: int = 2) -> None:
+    def __init__(self, out_fd: int, err_fd: int = 2, secrets: Secrets | None = None) -> None:
         self.out_fd = out_fd
         self.err_fd = err_fd
+        self.secrets = secrets
         self.gone = False
         """stdout's reader went away: nothing more is written."""
 
@@ -87,7 +90,7 @@ class ProcessEndpoint:
         return not self.gone
 
     def stderr(self, line: str) -> None:
-        write_line(self.err_fd, line)
+        write_line(self.err_fd, line if self.secrets is None else self.secrets.redact_text(line))
 
     def close_output(self) -> None:
         point_at_devnull(self.out_fd)
@@ -109,6 +112,7 @@ class ProcessRunner:
         control: str = "",
         journal: JournalWriter | None = None,
         lateness_file: str = "",
+        secrets: Secrets | None = None,
     ) -> None:
         self.session = session
         self._journal = journal
@@ -116,7 +120,7 @@ class ProcessRunner:
         self._lateness_file = lateness_file
         """Where to write, at the end, how late each timer fired (``load``'s children)."""
         self._in_fd = stdin.fileno()
-        self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd)
+        self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd, secrets)
         self._stage = OutputStage.for_session(session, frame=frame)
         self._host = effects or EffectHost()
         self._clock = clock

@@ -79,6 +79,8 @@ class SimSession:
         self.events: list[Event] = []
         """Every event so far, decoded: the dicts the process would print."""
         self.transcript: list[TranscriptLine] = []
+        """Every line both ways, in order: the test's record, kept whole for as long as
+        the test keeps this object (the session itself keeps a bounded few)."""
         self._cursor = 0
         self._stdin_closed = False
         self._take(session.start())
@@ -117,7 +119,12 @@ class SimSession:
     @property
     def violations(self) -> list[JournalEntry]:
         """The client's mistakes: commands not in waiting_for, bad JSON or params, and
-        anything sent after done. ``assert not session.violations`` in a client test."""
+        anything sent after done. ``assert not session.violations`` in a client test.
+
+        As the session keeps them (:mod:`simulator.core.transcript`): the first 10 and
+        the most recent 100, oldest first; ``session.transcript.total_violations``
+        counts them all. :attr:`transcript` and :attr:`events`, the test's own record,
+        keep everything."""
         return self._session.violations
 
     # -- what a test does ----------------------------------------------------------

@@ -19,12 +19,17 @@ A violation is:
 An ``exit`` of a transport fault (``fault-exit``, ``hang``) is the scenario's doing,
 and ``aborted`` the simulator's: neither is the client's mistake.
 
+What it prints holds no API key, even from a file written before the journal writer
+hid them all: every record is redacted again (:mod:`simulator.core.secrets`), by name
+in any spelling, and by value with every key some record of the file names (an
+``update_fields`` line, a config event), before it is printed or cut to its width.
+
 Must not: write anything but to the stream it is given; the file is only read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Final
 
@@ -32,8 +37,15 @@ import msgspec
 
 from simulator.core.coverage import Reached
 from simulator.core.errors import ConfigurationError
+from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
-from simulator.formats.bounds import LIMITS, FormatError, check_json_nesting, check_size
+from simulator.formats.bounds import (
+    LIMITS,
+    FormatError,
+    check_json_nesting,
+    check_size,
+    in_words,
+)
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, Line, Record, Start
 
 __all__ = [
@@ -42,6 +54,7 @@ __all__ = [
     "Violation",
     "parse",
     "read",
+    "redacted",
     "render",
     "report",
     "violations",
@@ -110,7 +123,7 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
             raise JournalReadError(str(err)) from None
         except msgspec.DecodeError as err:
             raise JournalReadError(
-                f"{where}: line {number} is not a journal record: {err}"
+                f"{where}: line {number} is not a journal record: {in_words(err)}"
             ) from None
         process = current.get(record.pid)
         if process is None or isinstance(record, Start):
@@ -281,10 +294,40 @@ def render(processes: list[Process]) -> tuple[list[str], list[Violation]]:
     return lines, found
 
 
+def redacted(processes: list[Process]) -> Secrets:
+    """Hide every API key in ``processes``' records (in place): first learn the keys
+    each record names, then redact every record with all of them. The registry."""
+    secrets = Secrets()
+    for process in processes:
+        for record in process.records:
+            if isinstance(record, Line | Event):
+                secrets.learn(record.line.encode("utf-8", "surrogatepass"))
+    hide = secrets.redact_text
+    for process in processes:
+        if process.start is not None:
+            start = process.start
+            argv = [hide(word) for word in start.argv]
+            process.start = msgspec.structs.replace(start, argv=argv, cwd=hide(start.cwd))
+        process.records = [_hidden(record, hide) for record in process.records]
+    return secrets
+
+
+def _hidden(record: Line | Event | Exit, hide: Callable[[str], str]) -> Line | Event | Exit:
+    if isinstance(record, Line):
+        return msgspec.structs.replace(record, line=hide(record.line), error=hide(record.error))
+    if isinstance(record, Event):
+        return msgspec.structs.replace(record, line=hide(record.line))
+    return record
+
+
 def report(path: str, out: BinaryIO) -> int:
-    """Print the journal at ``path`` to ``out``; 1 when it holds violations, else 0
-    (JournalReadError, exit 2, when it cannot be read)."""
-    lines, found = render(read(path))
-    out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
+    """Print the journal at ``path`` to ``out``, every API key hidden (:func:`redacted`);
+    1 when it holds violations, else 0 (JournalReadError, exit 2, when it cannot be
+    read)."""
+    processes = read(path)
+    secrets = redacted(processes)
+    lines, found = render(processes)
+    text = "\n".join(secrets.redact_text(line) for line in lines) + "\n"
+    out.write(text.encode("utf-8", "backslashreplace"))
     out.flush()
     return 1 if found else 0

@@ -10,9 +10,11 @@ Owns:
   the start time, every line each way with its time and direction, the exit code, and
   the files under the project's ``.zread/`` and ``$HOME/.zread/`` that the run created,
   changed or deleted (relative path and sha256).
-- **redaction** before anything is written: API keys (``simulator.core.secrets``),
-  the values of secret-looking query parameters of any URL (``state=``, ``code=``,
-  ``…token=`` …, the tokens of ``authorize_url``), and the user's ``--redact`` regexes.
+- **redaction** before anything is written (``simulator.core.redaction``): API keys, by
+  name in any spelling and by value wherever they occur once known (HOME's
+  ``config.yaml``'s, one a line named, one an event showed), the values of
+  secret-looking query parameters of any URL (``state=``, ``code=``, ``…token=`` …, the
+  tokens of ``authorize_url``), and the user's ``--redact`` regexes; the report too.
 - **check**: the conformance check of both sides against the charts
   (``statecharts.load_chart``), live while recording and later on a cassette: zread's
   events (envelope, key order, vm.state, waiting_for, rejected lines repeating the
@@ -42,7 +44,6 @@ import datetime
 import hashlib
 import json
 import os
-import re
 import select
 import signal
 import subprocess
@@ -58,9 +59,16 @@ from typing import IO, Any, Final
 
 import msgspec
 
+from simulator.core import redaction
 from simulator.core.errors import ConfigurationError
-from simulator.core.secrets import REDACTED, redact_line
-from simulator.formats.bounds import LIMITS, FormatError, check_json_nesting, check_size
+from simulator.core.secrets import Secrets
+from simulator.formats.bounds import (
+    LIMITS,
+    FormatError,
+    check_json_nesting,
+    check_size,
+    in_words,
+)
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
@@ -98,16 +106,6 @@ grandchild holding the pipe open must not hang the recorder)."""
 _SHOWN: Final = 1000
 """A reported line longer than this is cut (the cassette has it whole)."""
 
-_QUERY_SECRET: Final = re.compile(
-    r"((?:[?&]|\\u0026|&amp;)"
-    r"[A-Za-z0-9_.\-]*(?:state|code|token|secret|key|nonce|verifier|challenge|signature|sig"
-    r"|password)=)"
-    r"([^&#\s\"'\\<>]+)",
-    re.IGNORECASE,
-)
-"""A URL query parameter whose name ends like a secret's, and its value (in plain text
-and in JSON, where Go writes ``&`` as ``\\u0026``)."""
-
 
 class RecordError(ConfigurationError):
     """Bad input to record or check (a flag, a pattern, a program, a cassette): one
@@ -117,31 +115,16 @@ class RecordError(ConfigurationError):
 # -- redaction ----------------------------------------------------------------------------
 
 
-class Redactor:
+class Redactor(redaction.Redactor):
     """Everything written into a cassette or a report goes through :meth:`text` or
-    :meth:`line` first."""
+    :meth:`line` first (:class:`simulator.core.redaction.Redactor`); a bad ``--redact``
+    pattern is a :class:`RecordError`."""
 
-    def __init__(self, patterns: Sequence[str] = ()) -> None:
-        compiled: list[re.Pattern[str]] = []
-        for pattern in patterns:
-            try:
-                compiled.append(re.compile(pattern))
-            except re.error as exc:
-                raise RecordError(f"--redact: not a regular expression ({exc})") from None
-            if compiled[-1].match(""):
-                raise RecordError("--redact: the pattern matches the empty string")
-        self.patterns = tuple(compiled)
-
-    def text(self, text: str) -> str:
-        text = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
-        for pattern in self.patterns:
-            text = pattern.sub(REDACTED, text)
-        return text
-
-    def line(self, raw: bytes) -> bytes:
-        """One line (without its newline): API keys, URL tokens, the user's patterns."""
-        text = redact_line(raw).decode("utf-8", "surrogateescape")
-        return self.text(text).encode("utf-8", "surrogateescape")
+    def __init__(self, patterns: Sequence[str] = (), keys: Sequence[str] = ()) -> None:
+        try:
+            super().__init__(patterns, keys)
+        except ValueError as exc:
+            raise RecordError(f"--redact: {exc}") from None
 
 
 # -- the conformance check ----------------------------------------------------------------
@@ -162,6 +145,18 @@ class Deviation:
         where = f"{DIRECTIONS[self.direction]} line {self.n}" if self.n else "at exit"
         shown = self.line if len(self.line) <= _SHOWN else self.line[:_SHOWN] + "..."
         return f"{where} (t={self.t:.3f}s): {self.message}" + (f": {shown}" if shown else "")
+
+
+def _decode(raw: bytes) -> Any:
+    """One JSON text; ValueError in the simulator's words (msgspec's) when it is not."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.ValidationError as exc:  # a number msgspec cannot hold
+        raise ValueError(in_words(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("nested too deep") from None
 
 
 def _fmt(value: Any) -> str:
@@ -290,8 +285,8 @@ class Checker:
             yield "zread did write a line after its done:true event where the chart expects nothing"
             return
         try:
-            doc = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+            doc = _decode(raw)
+        except ValueError as exc:
             yield f"zread did write a line that is not JSON ({exc}) where the chart expects events"
             return
         if not isinstance(doc, dict):
@@ -395,8 +390,8 @@ class Checker:
         if not raw.strip(b" \t\r\n"):
             return  # blank lines are ignored
         try:
-            doc = json.loads(raw)
-        except (ValueError, RecursionError):
+            doc = _decode(raw)
+        except ValueError:
             doc = None
         kind = doc.get("type") if isinstance(doc, dict) else None
         sent = _fmt(kind) if isinstance(kind, str) else "a line"
@@ -437,7 +432,7 @@ class Checker:
                 msgspec.convert(params, struct)
             except msgspec.ValidationError as exc:
                 yield (
-                    f"the client sent {sent} with params that do not fit ({exc}) where "
+                    f"the client sent {sent} with params that do not fit ({in_words(exc)}) where "
                     f"zread waits for {struct.__name__}"
                 )
 
@@ -628,6 +623,16 @@ def _forwarding_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
                 signal.signal(signum, handler)
 
 
+def _home_keys(home: str | None) -> list[str]:
+    """The API key in HOME's ``config.yaml`` (what the program will read), if any."""
+    from simulator.hosts.userfiles import UserFiles
+    from simulator.scenario.world import World
+
+    with contextlib.suppress(Exception):  # a config it cannot read is the program's to say
+        return [UserFiles(Path(home)).world(World()).config.llm_api_key] if home else []
+    return []
+
+
 def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
@@ -669,7 +674,7 @@ def record(
     if not program:
         raise RecordError("no program given (record --out FILE -- PROGRAM ...)")
     env = dict(os.environ if environ is None else environ)
-    redactor = Redactor(patterns)
+    redactor = Redactor(patterns, _home_keys(env.get("HOME")))
     _check_out_path(out)
     command = command or command_of(program)
     if command is not None and command not in COMMANDS:
@@ -737,7 +742,7 @@ def record(
             file.write(dumps(cassette))
     except OSError as exc:
         raise RecordError(f"--out {out}: cannot write the cassette ({exc.strerror})") from None
-    return Recording(cassette, checker, exit_code, report(checker, cassette))
+    return Recording(cassette, checker, exit_code, report(checker, cassette, redactor.secrets))
 
 
 def record_as_dropin(argv: Sequence[str], environ: Mapping[str, str]) -> int:
@@ -783,12 +788,12 @@ def read_cassette(path: Path) -> dict[str, Any]:
             data = file.read(LIMITS["cassette"] + 1)
         check_size(data, "cassette", str(path))
         check_json_nesting(data, str(path))
-        doc = json.loads(data)
+        doc = _decode(data)
     except OSError as exc:
         raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
     except FormatError as exc:
         raise RecordError(str(exc)) from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise RecordError(f"{path}: not a cassette (not JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != CASSETTE_FORMAT:
         raise RecordError(f"{path}: not a cassette (no format {_fmt(CASSETTE_FORMAT)})")
@@ -828,9 +833,16 @@ def check_cassette(cassette: Mapping[str, Any], command: str | None = None) -> C
     return checker
 
 
-def report(checker: Checker, cassette: Mapping[str, Any]) -> list[str]:
-    """The check's report, one line each: the deviations, then the verdict."""
-    lines = [str(deviation) for deviation in checker.deviations]
+def report(
+    checker: Checker, cassette: Mapping[str, Any], secrets: Secrets | None = None
+) -> list[str]:
+    """The check's report, one line each: the deviations (redacted with ``secrets``, by
+    default the keys the cassette's lines name), then the verdict."""
+    if secrets is None:
+        secrets = Secrets()
+        for entry in cassette["lines"]:
+            secrets.learn(_decode_line(entry))
+    lines = [secrets.redact_text(str(deviation)) for deviation in checker.deviations]
     counted = {d: sum(1 for e in cassette["lines"] if e["dir"] == d) for d in DIRECTIONS}
     what = f"{checker.command} chart" if checker.command else "envelope only (no zread command)"
     summary = (

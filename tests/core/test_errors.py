@@ -52,7 +52,7 @@ WHOSE = {
 }
 """Each error class of the package, and the branch it belongs to."""
 
-STANDALONE = {"simulator/clijson.py", "simulator/control.py"}
+STANDALONE = {"simulator/clijson.py", "simulator/control.py", "simulator/control_frames.py"}
 """The companion protocols keep errors of their own, to stay usable alone."""
 
 

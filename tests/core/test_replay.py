@@ -159,3 +159,19 @@ def test_a_line_without_newline_and_one_in_base64() -> None:
     session = ReplaySession(run, speed=0)
     session.start()
     assert session.advance(0) == [E1.encode(), b"\xff\n"]
+
+
+def test_what_a_replay_keeps_of_the_client_lines_is_bounded_as_a_session_does() -> None:
+    from simulator.core.transcript import FIRST_VIOLATIONS, RECENT_LINES, RECENT_VIOLATIONS
+
+    session = ReplaySession(RUN, speed=0, on_divergence=lambda _: None)
+    session.start()
+    session.advance(0)
+    lines = [f'{{"type":"save","n":{n}}}'.encode() for n in range(RECENT_LINES + 200)]
+    for line in lines:
+        assert len(session.feed(line)) == 1  # each divergence answered
+    assert session.transcript.total == session.transcript.total_violations == len(lines)
+    assert [e.line for e in session.journal] == lines[-RECENT_LINES:]
+    kept = [e.line for e in session.violations]
+    assert kept == lines[:FIRST_VIOLATIONS] + lines[-RECENT_VIOLATIONS:]
+    assert session.feed(UPDATE.encode()) == []  # still where it was

@@ -1082,3 +1082,29 @@ def test_a_session_is_freed_without_the_cyclic_collector(command: str) -> None:
     finally:
         if enabled:
             gc.enable()
+
+
+def test_what_a_session_keeps_of_its_lines_is_bounded_and_counted() -> None:
+    from simulator.core.transcript import FIRST_VIOLATIONS, RECENT_LINES, RECENT_VIOLATIONS
+
+    session = new_session("config")
+    session.start()
+    heard: list[bytes] = []
+    session.transcript.listener = lambda entry: heard.append(entry.line)
+    sent: list[bytes] = []
+    for n in range(1500):
+        bad = f'{{"type":"nope{n}"}}'.encode()
+        good = b'{"type":"update_fields","params":{"fields":{}}}'
+        for line in (bad, good):
+            assert len(session.feed(line)) == 1  # every line still answered
+            sent.append(line)
+    assert heard == sent  # every line handed over as it came
+    assert session.transcript.total == 3000
+    assert session.transcript.total_violations == 1500
+    assert [e.line for e in session.journal] == sent[-RECENT_LINES:]
+    names = [json.loads(e.line)["type"] for e in session.violations]
+    assert names == [
+        *(f"nope{n}" for n in range(FIRST_VIOLATIONS)),
+        *(f"nope{n}" for n in range(1500 - RECENT_VIOLATIONS, 1500)),
+    ]
+    assert session.violations[0].error == 'command "nope0" not allowed in state editing'

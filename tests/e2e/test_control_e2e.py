@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from simulator.control import NOT_A_FRAME
 from simulator.pytest_plugin import ZreadExecutable
 from simulator.tools.remote import Remote
 
@@ -636,7 +637,7 @@ def test_a_request_holding_a_lone_surrogate_is_refused(request_body: dict[str, A
         assert sim.event_lines == reference_lines("generate", [GENERATE])
 
 
-def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
+def test_a_request_id_holding_a_lone_surrogate_is_answered_with_a_null_id() -> None:
     with Sim.start("generate") as sim:
         sim.next_event()
         for subtype in ("frobnicate", "snapshot"):
@@ -649,7 +650,13 @@ def test_a_request_id_holding_a_lone_surrogate_is_ignored() -> None:
         sim.rest()
         assert sim.wait() == 0
         assert sim.noise == []
-        assert len(sim.frames) == 1  # the snapshot's response alone
+        refused = {
+            "subtype": "error",
+            "request_id": None,
+            "error": "control: invalid string (lone surrogate)",
+        }
+        assert [f["response"] for f in sim.frames[:2]] == [refused, refused]
+        assert len(sim.frames) == 3  # one answer a request
 
 
 def test_control_frames_never_change_the_event_bytes() -> None:
@@ -717,7 +724,7 @@ def test_unix_socket_is_private_and_serves_the_admin_api(sock_path: str) -> None
     assert not os.path.exists(sock_path)
 
 
-def test_a_socket_peer_survives_a_bad_type_and_lone_surrogates(sock_path: str) -> None:
+def test_a_socket_peer_gets_one_answer_for_a_bad_type_and_lone_surrogates(sock_path: str) -> None:
     with Sim.start("generate", control=f"unix:{sock_path}") as sim:
         sim.next_event()
         with Remote(sock_path) as probe:  # waits for the socket, then gives way
@@ -734,6 +741,13 @@ def test_a_socket_peer_survives_a_bad_type_and_lone_surrogates(sock_path: str) -
                 {"type": "control_request", "request_id": "s2", "request": {"subtype": "snapshot"}},
             ]
             peer.sendall(b"".join(json.dumps(obj).encode() + b"\n" for obj in lines))
+            assert json.loads(replies.readline())["response"] == {
+                "subtype": "error",
+                "request_id": None,
+                "error": NOT_A_FRAME,  # the socket carries frames alone: nothing else answers
+            }
+            surrogate_id = b'"request_id":null,"error":"control: invalid string (lone surrogate)"'
+            assert surrogate_id in replies.readline()
             first = replies.readline()
             assert first == (
                 b'{"type":"control_response","response":{"subtype":"error","request_id":"s1",'

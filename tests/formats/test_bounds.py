@@ -18,6 +18,8 @@ from simulator.formats.bounds import (
     check_json_nesting,
     check_size,
     decode_json,
+    explain,
+    in_words,
 )
 
 
@@ -174,9 +176,9 @@ def test_decode_json_refuses_what_is_not_json(data: bytes) -> None:
 
 
 def test_decode_json_refuses_a_document_the_decoder_does_not_validate() -> None:
-    assert _refusal(b'{"x": "one"}') == "/h/.zread/p.json: Expected `int`, got `str` - at `$.x`"
-    assert "missing required field `x`" in _refusal(b"{}")
-    assert "Expected `object`, got `array`" in _refusal(b"[1, 2]")
+    assert _refusal(b'{"x": "one"}') == "/h/.zread/p.json: x: expected an integer, got a string"
+    assert _refusal(b"{}") == "/h/.zread/p.json: x: missing"
+    assert "expected an object, got an array" in _refusal(b"[1, 2]")
 
 
 def test_decode_json_refuses_a_document_over_the_size_of_its_kind() -> None:
@@ -215,3 +217,31 @@ def test_an_unterminated_string_is_scanned_in_linear_time() -> None:
         check_json_nesting(hostile, "wiki.json")
     assert time.monotonic() - started < 5  # seconds where the old pattern took hours
     check_json_nesting(b'["' + b'\\"[' * 100 + b'"]', "strings.json")  # brackets in a string
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ("Expected `int`, got `str` - at `$.a`", ("a", "expected an integer, got a string")),
+        ("Expected `int | null`, got `str`", ("", "expected an integer or null, got a string")),
+        ("Expected `object`, got `array`", ("", "expected an object, got an array")),
+        (
+            "Expected `float`, got `bool` - at `$.d[...]`",
+            ("d[<key>]", "expected a number, got true or false"),
+        ),
+        ("Object contains unknown field `z`", ("z", "unknown key")),
+        ("Object contains unknown field `z` - at `$.p[1]`", ("p[1].z", "unknown key")),
+        ("Object missing required field `a` - at `$.w`", ("w.a", "missing")),
+        (
+            "Invalid enum value 'fr' - at `$.lang`",
+            ("lang", "'fr' is not one of the allowed values"),
+        ),
+        ("Integer value out of range - at `$.n`", ("n", "integer value out of range")),
+        ("speed must be a number >= 0", ("", "speed must be a number >= 0")),
+    ],
+)
+def test_explain_says_msgspec_messages_in_the_simulators_words(
+    message: str, words: tuple[str, str]
+) -> None:
+    assert explain(message) == words
+    assert "`" not in in_words(message)

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from simulator.core.errors import ConfigurationError
+from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
 from simulator.hosts.journal import HOWS, Event, Exit, JournalError, JournalWriter, Line, Record
 
@@ -84,6 +85,40 @@ def test_api_keys_are_redacted_and_bad_utf8_is_escaped(tmp_path: Path) -> None:
     line, bad, event = records(path)
     assert '"llm_api_key":"***"' in str(line["line"]) and "***" in str(event["line"])
     assert bad["line"] == "\\xff\\xfe"  # backslashreplace
+
+
+def test_every_record_goes_through_the_writers_registry_of_keys(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    journal.secrets = Secrets(["sk-world-key-0"])  # as the command line sets the session's
+    journal.start(["zread-sim", "--seed", "sk-world-key-0"], "/home/sk-world-key-0", "config")
+    escaped = b'{"type":"update_fields","params":{"fields":{"llm_\\u0061pi_key":"sk-\\u0053ent"}}}'
+    journal.line(JournalEntry(0.0, escaped, "editing", ("save",), False, ""))
+    broken = b"{'type':'nope','note':'sk-Sent and sk-world-key-0'"
+    journal.line(JournalEntry(0.1, broken, "editing", ("save",), False, "invalid JSON: sk-Sent"))
+    journal.event(0.2, b'{"vm":{"note":"sk-\\u0053ent"},"error":""}\n')
+    journal.close()
+    data = path.read_bytes()
+    for secret in (b"sk-world-key-0", b"sk-Sent", b"sk-\\u0053ent", b"sk-\\\\u0053ent"):
+        assert secret not in data
+    start, line, bad, event = records(path)
+    assert start["argv"] == ["zread-sim", "--seed", "***"] and start["cwd"] == "/home/***"
+    assert (
+        line["line"] == '{"type":"update_fields","params":{"fields":{"llm_\\u0061pi_key":"***"}}}'
+    )
+    assert (
+        bad["line"] == "{'type':'nope','note':'*** and ***'" and bad["error"] == "invalid JSON: ***"
+    )
+    assert event["line"] == '{"vm":{"note":"***"},"error":""}'
+
+
+def test_the_failure_it_says_holds_no_key() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    warned: list[str] = []
+    journal = JournalWriter.open("/dev/full", warn=warned.append, secrets=Secrets(["/dev/full"]))
+    journal.event(0.0, b"{}")
+    assert warned == ["journal ***: No space left on device; journaling stops"]
 
 
 def test_it_appends_and_two_writers_share_a_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from simulator.control import Conn, ControlError
 from simulator.launch import build_session
-from simulator.runners.admin import install
+from simulator.runners.admin import connect, install
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.output import OutputStage
 from simulator.scenario.failures import Failure
@@ -299,11 +299,13 @@ def test_inject_with_a_lone_surrogate_is_refused_and_changes_nothing(
 def test_violations_are_the_sessions_mistakes_as_plain_json() -> None:
     async def main() -> None:
         admin = Admin("config")
-        assert await admin.call("violations") == {"violations": []}
+        assert await admin.call("violations") == {"violations": [], "total": 0}
         admin.channel.feed(b'{"type":"save","llm_api_key":"sk-hidden"')  # not even JSON
         admin.channel.feed(b'{"type":"generate"}')
-        found = (await admin.call("violations"))["violations"]
+        answer = await admin.call("violations")
+        found = answer["violations"]
         assert found == [entry.as_json() for entry in admin.session.violations]
+        assert answer["total"] == 2
         bad_json, out_of_turn = found
         assert "sk-hidden" not in bad_json["line"] and "***" in bad_json["line"]
         assert bad_json["error"].startswith("invalid JSON")
@@ -316,6 +318,51 @@ def test_violations_are_the_sessions_mistakes_as_plain_json() -> None:
             "error": 'command "generate" not allowed in state editing',
         }
         admin.close()
+
+    run(main)
+
+
+def test_no_answer_holds_a_key_however_it_came() -> None:
+    async def main() -> None:
+        admin = Admin("config")
+        escaped = b'{"type":"update_fields","params":{"fields":{"llm_\\u0061pi_key":"sk-admin-1"}}}'
+        admin.channel.feed(escaped)
+        admin.channel.feed(b"{'note': 'sk-\\u0061dmin-1'")  # not JSON; the key by value only
+        answers = [await admin.call("snapshot"), await admin.call("violations")]
+        with pytest.raises(ControlError) as caught:
+            await admin.call("set_speed", speed="sk-admin-1")
+        assert "***" in caught.value.message
+        text = json.dumps(answers) + caught.value.message + repr(b"".join(admin.frames))
+        assert "sk-admin-1" not in text and "sk-\\u0061dmin-1" not in text
+        assert answers[1]["violations"][0]["line"] == "{'note': '***'"
+        admin.close()
+
+    run(main)
+
+
+def test_a_connected_peer_gets_no_key_even_in_what_the_conn_echoes() -> None:
+    async def main() -> None:
+        session = build_session("config", [])
+        session.secrets.add("sk-echoed-1")
+        channel = Channel(
+            Hub(asyncio.get_running_loop()), session, OutputStage.for_session(session), Recorder()
+        )
+        written: list[bytes] = []
+        conn = connect(written.append, channel)
+        frame = {
+            "type": "control_request",
+            "request_id": "sk-echoed-1",
+            "request": {"subtype": "sk-echoed-1"},
+        }
+        assert conn.handle_frame(json.dumps(frame).encode())
+        for _ in range(10):
+            await asyncio.sleep(0)
+        (answer,) = written
+        assert (
+            b"sk-echoed-1" not in answer and b"Unsupported control request subtype: ***" in answer
+        )
+        conn.close()
+        channel.close()
 
     run(main)
 

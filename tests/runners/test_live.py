@@ -594,3 +594,22 @@ def test_a_run_closed_before_its_end_is_aborted_and_lines_after_done_are_journal
         ("exit", "control-quit", None),
         ("line", None, True),
     ]
+
+
+def test_the_journal_gets_every_line_when_the_session_keeps_only_the_latest(
+    tmp_path: Path,
+) -> None:
+    from simulator.core.transcript import RECENT_LINES
+
+    path = tmp_path / "j.jsonl"
+    runner, keeper, _ = live("config")
+    journaled(runner, path)
+    runner.start()
+    count = RECENT_LINES + 300
+    runner.received(b"".join(b'{"type":"nope","n":%d}\n' % n for n in range(count)))
+    runner.quit()
+    found = [r for r in records(path) if r["kind"] == "line"]
+    assert [json.loads(r["line"])["n"] for r in found] == list(range(count))
+    assert len(runner.session.journal) == RECENT_LINES
+    assert runner.session.transcript.total == count
+    assert len(keeper.writes) == count + 2  # the first event, one a line, done

@@ -256,3 +256,21 @@ def test_an_empty_journal_has_no_violations() -> None:
 def test_a_line_that_is_not_a_record_is_an_error() -> None:
     with pytest.raises(JournalReadError, match=r"^j: line 2 is not a journal record"):
         parse([msgspec.json.encode(START), b'{"kind":"nope","pid":1}'], "j")
+
+
+def test_a_journal_written_with_keys_in_it_is_printed_without_them(tmp_path: Path) -> None:
+    escaped = '{"type":"update_fields","params":{"fields":{"llm_\\u0061pi_key":"sk-in-file-1"}}}'
+    cut = "{'bad': '" + "x" * 142 + " sk-in-file-1'"  # the listing cuts it in the key
+    records = [
+        Start(5, ["zread-sim", "config", "--stdio"], "/home/sk-in-file-1", "t", "config"),
+        Line(5, 0.1, escaped, "editing", ["save"], False, ""),
+        Event(5, 0.1, '{"vm":{"note":"' + "x" * 200 + ' sk-in-file-1"},"error":""}', ""),
+        Line(5, 0.2, cut, "editing", ["save"], False, "bad: sk-in-file-1"),
+        Exit(5, 0.3, 0, "quit"),
+    ]
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(b"".join(msgspec.json.encode(record) + b"\n" for record in records))
+    result = journal_of(path)
+    assert result.returncode == 1, result.stderr
+    assert "sk-in" not in result.stdout and "***" in result.stdout
+    assert "/home/***" in result.stdout

@@ -22,12 +22,14 @@ from simulator.tools.record import (
     Checker,
     RecordError,
     Redactor,
+    _home_keys,
     check_cassette,
     command_of,
     dumps,
     main,
     read_cassette,
     record_as_dropin,
+    report,
 )
 
 
@@ -217,8 +219,8 @@ def test_the_client_must_send_what_the_last_event_offers() -> None:
          "nothing yet"),
         (2, 'the client sent "retry" where zread waits for one of "select_action", "cancel", '
          '"quit"'),
-        (3, 'the client sent "select_action" with params that do not fit (Expected `str`, got '
-         "`int` - at `$.action`) where zread waits for ActionParams"),
+        (3, 'the client sent "select_action" with params that do not fit (action: expected a '
+         "string, got an integer) where zread waits for ActionParams"),
         (4, 'the client sent "cancel" with params [] where zread waits for an object'),
         (6, "the client sent a line that is not a JSON object where zread waits for a command"),
         (9, 'the client sent "cancel" where zread waits for nothing (an internal result is '
@@ -245,6 +247,40 @@ def test_api_keys_url_tokens_and_patterns_are_redacted() -> None:
     assert redactor.text("http://x/cb?state=abc&token=def pass hunter2") == (
         "http://x/cb?state=***&token=*** pass ***"
     )
+
+
+def test_a_key_is_hidden_in_every_spelling_once_a_line_or_an_event_named_it() -> None:
+    redactor = Redactor()
+    shown = event(
+        {"fields": [{"json_key": "llm_api_key", "initial": "sk-from-config", "value": "x"}]},
+        ["save", "quit"],
+    )
+    assert b"sk-from-config" not in redactor.line(shown)
+    escaped = b'{"type":"update_fields","params":{"fields":{"LLM_\\u0041PI_KEY":"sk-typed-1"}}}'
+    assert b"sk-typed" not in redactor.line(escaped)
+    for later in (b"{'note': 'sk-\\u0074yped-1'", b"error: sk-from-config"):
+        assert redactor.line(later).count(b"***") == 1, later
+    assert redactor.text("cwd /home/sk-typed-1") == "cwd /home/***"
+
+
+def test_the_key_in_homes_config_is_known_before_the_program_runs(tmp_path: Path) -> None:
+    (tmp_path / ".zread").mkdir()
+    (tmp_path / ".zread" / "config.yaml").write_text("llm:\n  api_key: sk-home-key-1\n")
+    assert _home_keys(str(tmp_path)) == ["sk-home-key-1"]
+    (tmp_path / ".zread" / "config.yaml").write_text("llm: [broken\n")
+    assert _home_keys(str(tmp_path)) == []
+    assert _home_keys(None) == []
+
+
+def test_the_report_of_a_cassette_hides_the_keys_its_lines_name() -> None:
+    sent = '{"type":"update_fields","params":{"fields":{"llm_api_key":"sk-old-cassette"}}}'
+    lines = [
+        {"t": 0.0, "dir": "in", "n": 1, "line": sent},  # before the first event: a deviation
+        {"t": 0.1, "dir": "in", "n": 2, "line": "{'note': 'sk-old-cassette'}"},
+    ]
+    recorded = cassette(lines, command="config")
+    text = "\n".join(report(check_cassette(recorded), recorded))
+    assert "deviation" in text and "sk-old-cassette" not in text
 
 
 def test_a_bad_pattern_is_refused() -> None:
