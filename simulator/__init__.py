@@ -9,9 +9,11 @@ whose fault it is (``simulator.core.errors``).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing itself is not imported: the entry point starts here
 if TYPE_CHECKING:
+    from typing import Any
+
     from simulator.core.errors import (
         ConfigurationError,
         MisuseError,

@@ -670,6 +670,8 @@ def main(
     argv = list(sys.argv[1:] if argv is None else argv)
     name = prog or _invoked_name()
     environment = os.environ if environ is None else environ
+    if name != ZREAD and argv[:1] and argv[0] in ("load", "record", "check", *_TOOLS):
+        _release_signals()  # a tool acts on signals as any program does
     if argv[:1] == ["load"] and name != ZREAD:
         from simulator.tools.load import main as load_main
 
@@ -697,6 +699,7 @@ def main(
         else:
             from simulator.tools.record import record_as_dropin
 
+            _release_signals()  # the real zread recorded gets them as it would
             return record_as_dropin(argv, environment)
     try:
         return _dispatch(argv, name, stdin, stdout, err, environment)
@@ -719,6 +722,12 @@ def main(
 
             traceback.print_exc(file=err)
         return ExitCode.INTERNAL
+
+
+def _release_signals() -> None:
+    from simulator import signals
+
+    signals.release()
 
 
 def _one_line(text: str) -> str:

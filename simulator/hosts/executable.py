@@ -55,7 +55,7 @@ def script_text(defaults: Mapping[str, str] | None = None) -> str:
         f"for _name, _value in {baked!r}.items():",
         "    os.environ.setdefault(_name, _value)",
         f"sys.path.insert(0, {package_root!r})",
-        "from simulator.cli import main",
+        "from simulator.__main__ import main",
         "",
         "raise SystemExit(main())",
         "",

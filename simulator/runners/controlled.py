@@ -194,6 +194,10 @@ async def serve(
             await _unheld(channel)
 
     channel.start()
+    from simulator import signals
+
+    if signals.take():  # a signal came while the program started
+        channel.quit()
     reader = loop.create_task(pump())
     try:
         either: set[asyncio.Future[Any]] = {reader, channel.done}

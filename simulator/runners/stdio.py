@@ -239,6 +239,10 @@ class ProcessRunner:
                 previous[signum] = signal.signal(signum, on_signal)
         except ValueError:  # not the main thread: signals stay as they are
             pass
+        else:
+            from simulator import signals
+
+            self._signalled |= signals.take()  # one that came while the program started
         try:
             yield read_end
         finally:

@@ -70,7 +70,7 @@ def test_the_script_is_an_executable_zread_in_the_folder(tmp_path: Path) -> None
     assert text.startswith("#!/bin/sh\n'''exec' ")
     assert f'{sys.executable} "$0" "$@"\n' in text
     assert repr(str(PACKAGE_ROOT)) in text
-    assert "from simulator.cli import main" in text
+    assert "from simulator.__main__ import main" in text
 
 
 def test_the_script_is_valid_python_and_sh() -> None:
