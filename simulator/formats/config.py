@@ -261,8 +261,8 @@ def read_config(data: bytes) -> dict[str, Any]:
         doc = yaml.load(data, Loader=loader)  # a subclass of (C)SafeLoader
     except yaml.YAMLError as err:
         raise _not_yaml(err) from None
-    except ValueError as err:  # a value PyYAML cannot build: an integer of 5,000 digits
-        raise ConfigFileError(f"{KIND}: a value cannot be read: {err}") from None
+    except ValueError:  # a value PyYAML cannot build: int() refused an integer's digits
+        raise ConfigFileError(f"{KIND}: a number has too many digits to read") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):

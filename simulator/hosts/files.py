@@ -43,7 +43,7 @@ from simulator.core.effects import (
     WikiGenerated,
 )
 from simulator.formats import wiki as wf
-from simulator.formats.bounds import LIMITS, FormatError
+from simulator.formats.bounds import LIMITS, FormatError, in_words
 from simulator.formats.ids import go_time, is_plain_name
 from simulator.hosts import dirfd, drafts
 from simulator.hosts.dirfd import FilesError
@@ -145,7 +145,8 @@ class FileStore:
             ]
             return msgspec.structs.replace(project, pages=specs)
         except (ValueError, msgspec.ValidationError) as err:
-            raise FilesError(f"{wiki.where(drafts.DRAFTS, wf.WIKI_JSON)}: {err}") from None
+            where = wiki.where(drafts.DRAFTS, wf.WIKI_JSON)
+            raise FilesError(f"{where}: {in_words(err)}") from None
 
     def _versions(self, wiki: drafts.Wiki) -> Iterator[wf.WikiIndex]:
         """The versions on disk, by id (a directory is a version when it has a

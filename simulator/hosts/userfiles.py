@@ -53,6 +53,8 @@ class UserFiles:
 
     def world(self, world: World) -> World:
         """``world`` with the user's config and account laid over it."""
+        if self.home.exists() and not self.home.is_dir():
+            raise FilesError(f"{self.home}: the home folder is not a directory")
         if not self.dir.is_dir():
             return world
         config_data = self._read("config.yaml")

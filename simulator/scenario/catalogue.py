@@ -14,7 +14,6 @@ Must not: draw random numbers, read the clock, or write anything.
 # compile and an eval at start-up.
 import functools
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any
@@ -116,12 +115,7 @@ def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
         origin = path
     else:
         return f"built-in {ref}", _builtin_data(ref)
-    try:
-        return origin, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"scenario {origin}: not valid TOML: {err}") from None
-    except RecursionError:
-        raise ScenarioError(f"scenario {origin}: nested too deep to read") from None
+    return origin, _parse(text, origin)
 
 
 _WHOLE_VALUES = {("timing",)}
@@ -141,22 +135,22 @@ def _merge(
     return merged
 
 
-# Patterns, not compiled ones: only a scenario that fails needs them (re caches them).
-_AT = r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$"
-_UNKNOWN = r"^Object contains unknown field `(?P<field>[^`]*)`$"
-
-
 def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
-    """Turn msgspec's message into (key, reason), e.g. ("world.config.max_retries", ...)."""
-    match = re.match(_AT, str(err), re.DOTALL)
-    assert match is not None
-    reason, path = match["reason"], (match["path"] or "")
-    key = re.sub(r"\[(\d+)\]", r"[\1]", path).lstrip(".")
-    unknown = re.match(_UNKNOWN, reason)
-    if unknown:
-        key = f"{key}.{unknown['field']}".lstrip(".")
-        reason = "unknown key"
-    return key or "(top level)", reason
+    from simulator.formats.bounds import explain  # only a scenario that fails needs it
+
+    return explain(err)
+
+
+def _parse(text: str, origin: str) -> dict[str, Any]:
+    """``text`` as TOML; :class:`ScenarioError` naming ``origin`` when it is not."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"scenario {origin}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ScenarioError(f"scenario {origin}: nested too deep to read") from None
+    except ValueError:  # int() refused a number's digits
+        raise ScenarioError(f"scenario {origin}: a number has too many digits to read") from None
 
 
 def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
@@ -170,10 +164,7 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
     current: str | None = ref
     while current:
         if text is not None and not chain:
-            try:
-                origin, data = ref, tomllib.loads(text)
-            except tomllib.TOMLDecodeError as err:
-                raise ScenarioError(f"scenario {ref}: not valid TOML: {err}") from None
+            origin, data = ref, _parse(text, ref)
         else:
             origin, data = _read(current, base)
         identity = origin if origin.startswith("built-in ") else os.path.realpath(origin)
@@ -199,13 +190,14 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
                 msgspec.convert(delay, Delay)
             except msgspec.ValidationError as err:
                 key, reason = _explain(err)
-                where = f"timing.{delay_name}" + ("" if key == "(top level)" else f".{key}")
+                where = f"timing.{delay_name}" + (f".{key}" if key else "")
                 raise ScenarioError(f"scenario {origin}: {where}: {reason}") from None
     try:
         scenario = msgspec.convert(merged, Scenario)
     except msgspec.ValidationError as err:
         key, reason = _explain(err)
-        raise ScenarioError(f"scenario {origin}: {key}: {reason}") from None
+        where = f"{key}: " if key else ""
+        raise ScenarioError(f"scenario {origin}: {where}{reason}") from None
     name = ref.removesuffix(".toml").rsplit("/", 1)[-1] if origin != f"built-in {ref}" else ref
     if text is not None:
         name = ref

@@ -264,7 +264,7 @@ def test_an_integer_too_long_to_build_is_one_error_naming_the_file(
     (home / ".zread").mkdir()
     path = home / ".zread" / "config.yaml"
     path.write_text("concurrency:\n    max_concurrent: " + "9" * 5000 + "\n")
-    with pytest.raises(FilesError, match=f"^{path}: a value cannot be read"):
+    with pytest.raises(FilesError, match=f"^{path}: a number has too many digits to read$"):
         store(home, project).world(load_scenario("default").world)
 
 

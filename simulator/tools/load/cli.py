@@ -38,14 +38,26 @@ __all__ = ["PROG", "format_summary", "main", "parse_args", "run"]
 PROG = "zread-sim load"
 
 
+MAX_COUNT = 100_000_000
+"""The most sessions (or workers) a load run takes: past any machine, and an index
+every part of the run can hold."""
+
+
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+    digits = text.strip().removeprefix("+")
+    fits = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 9
+    if not fits or not 1 <= int(digits) <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_COUNT:,}, got {text[:40]!r}"
+        )
+    return int(digits)
+
+
+def _seed(text: str) -> int:
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}")
+    return int(text)
 
 
 def _number(minimum: float, strict: bool) -> Callable[[str], float]:
@@ -81,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         help="stop after this long: start no more, quit what runs",
     )
     parser.add_argument("--scenario", default="default", metavar="NAME|PATH")
-    parser.add_argument("--seed", type=int, default=0, help="session i gets seed + i")
+    parser.add_argument("--seed", type=_seed, default=0, help="session i gets seed + i")
     parser.add_argument("--speed", type=_number(0, False), default=1.0)
     parser.add_argument("--mode", choices=("inprocess", "process"), default="inprocess")
     parser.add_argument(
