@@ -53,7 +53,7 @@ import msgspec
 from simulator.core.envelope import encode_vm
 from simulator.core.spellings import levels, spelled, spelling, unescape
 
-__all__ = ["MIN_LENGTH", "REDACTED", "Secrets", "redact", "redact_line"]
+__all__ = ["MAX_LEARNED", "MIN_LENGTH", "REDACTED", "Secrets", "redact", "redact_line"]
 
 REDACTED: Final = "***"
 MIN_LENGTH: Final = 4
@@ -214,9 +214,16 @@ class _Known:
         return self._pattern
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=16)
 def _known(values: frozenset[str]) -> _Known:
     return _Known(values)
+
+
+MAX_LEARNED: Final = 32
+"""The most values a registry learns from lines it reads; past it, the oldest learned
+one is forgotten. A client that sends a new key on every line cannot make each line
+dearer without end (every value is looked for in every line): the keys given to
+:class:`Secrets` and to :meth:`Secrets.add` stay, and so do the last 32 a session saw."""
 
 
 def _holds(line: bytes, needles: tuple[bytes, ...]) -> bool:
@@ -263,10 +270,12 @@ class Secrets:
     the registry once.
     """
 
-    __slots__ = ("_clean", "_known")
+    __slots__ = ("_clean", "_known", "_learned", "_pinned")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        self._known = _known(frozenset(value for value in values if _usable(value)))
+        self._pinned = tuple(value for value in values if _usable(value))
+        self._learned: tuple[str, ...] = ()
+        self._known = _known(frozenset(self._pinned))
         self._clean: tuple[bytes, _Known] | None = None
         """The last line found to hold nothing, and what was looked for then: a session
         learns from each line and its journal writes the same object next."""
@@ -278,10 +287,19 @@ class Secrets:
 
     def add(self, value: str) -> None:
         """Look for ``value`` from now on (unless shorter than :data:`MIN_LENGTH`)."""
+        if not _usable(value) or value in self._pinned:
+            return
+        with _ADDING:
+            self._pinned = (*self._pinned, value)
+            self._known = _known(frozenset((*self._pinned, *self._learned)))
+
+    def _learn_value(self, value: str) -> None:
+        """Look for ``value``, a key a line named, among the last :data:`MAX_LEARNED`."""
         if not _usable(value) or value in self._known.values:
             return
         with _ADDING:
-            self._known = _known(frozenset((*self._known.values, value)))
+            self._learned = (*self._learned, value)[-MAX_LEARNED:]
+            self._known = _known(frozenset((*self._pinned, *self._learned)))
 
     def learn(self, line: bytes) -> None:
         """Add the keys ``line`` names, as :meth:`redact_line` would."""
@@ -343,7 +361,7 @@ class Secrets:
         for value in found:
             if value and value != REDACTED:
                 short = short or not _usable(value)
-                self.add(value)
+                self._learn_value(value)
         if short:  # too short to look for: only the decoded line tells where it is
             try:
                 return encode_vm(redact(doc))
@@ -358,7 +376,7 @@ class Secrets:
             return match.group(0)
         value = unescape(raw, match.group(quote) if quote else b"")
         if value is not None:
-            self.add(value)
+            self._learn_value(value)
         return match.string[match.start() : match.start(group)] + _R
 
     def _by_value(self, line: bytes) -> bytes:

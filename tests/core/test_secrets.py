@@ -9,7 +9,14 @@ import threading
 
 import pytest
 
-from simulator.core.secrets import MIN_LENGTH, REDACTED, Secrets, redact, redact_line
+from simulator.core.secrets import (
+    MAX_LEARNED,
+    MIN_LENGTH,
+    REDACTED,
+    Secrets,
+    redact,
+    redact_line,
+)
 
 KEY = "sk-SECRET-0123"
 R = REDACTED.encode()
@@ -265,7 +272,7 @@ def test_text_and_decoded_json_are_redacted_alike() -> None:
 
 def test_threads_adding_at_once_lose_no_key() -> None:
     secrets = Secrets()
-    keys = [f"sk-thread-{i:04d}" for i in range(64)]
+    keys = [f"sk-thread-{i:04d}" for i in range(MAX_LEARNED)]
     start = threading.Barrier(8)
 
     def add(part: list[str]) -> None:
@@ -279,3 +286,17 @@ def test_threads_adding_at_once_lose_no_key() -> None:
     for thread in threads:
         thread.join()
     assert sorted(secrets.values) == keys
+
+
+def test_a_registry_learns_at_most_the_last_keys_lines_named_and_keeps_those_given() -> None:
+    given = "sk-given-0000000000"
+    secrets = Secrets([given])
+    secrets.add("sk-added-0000000000")
+    for n in range(MAX_LEARNED + 10):
+        secrets.learn(b'{"params":{"fields":{"llm_api_key":"sk-learned-%04d"}}}' % n)
+    values = set(secrets.values)
+    assert {given, "sk-added-0000000000"} <= values
+    assert len(values) == 2 + MAX_LEARNED
+    assert "sk-learned-0000" not in values  # the oldest learned are forgotten
+    assert f"sk-learned-{MAX_LEARNED + 9:04d}" in values
+    assert secrets.redact_text(f"x {given} y") == "x *** y"
