@@ -377,7 +377,10 @@ def _name_the_key(params: bytes, params_type: type[Any], reason: str) -> str:
     """
     head, _, tail = reason.partition(" - at `$")
     path, _, rest = tail.partition("[...]")
-    doc = msgspec.json.decode(params)
+    try:
+        doc = msgspec.json.decode(params)
+    except (msgspec.DecodeError, RecursionError):  # a number out of range, say: as it is
+        return reason
     owner: Any = doc
     for name, index, _ in _PATH_PART.findall(path):
         owner = owner[name] if name else owner[int(index)]

@@ -308,7 +308,10 @@ class Exchange:
             return Outcome(refused, version, head)
         if method not in ALLOWED_METHODS:
             return Outcome(_NOT_ALLOWED, version, head)
-        path = unquote(urlsplit(request.target.decode("latin-1")).path)
+        try:
+            path = unquote(urlsplit(request.target.decode("latin-1")).path)
+        except ValueError:  # "//[x/": a bracket urlsplit cannot read as a host
+            return Outcome(_BAD_REQUEST, version, head)
         try:
             reply = self._answer(path)
         except Exception:  # a page that cannot be made is a 500, not a crash

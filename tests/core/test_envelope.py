@@ -691,3 +691,14 @@ def test_the_quick_way_and_gos_rules_agree_on_exact_keys(raw: bytes) -> None:
     quick = plan.quick(raw)
     assert type(quick) is Plain
     assert quick == plan.decoder.decode(normalise(raw, plan.plan)) == decode_params(raw, Plain)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [b'{"fields":{"language":1e999}}', b'{"Fields":{"x":[-1e400]}}', b'{"fields":{"a":1e999}}'],
+)
+def test_a_number_out_of_range_under_a_map_key_is_a_rejected_line(params: bytes) -> None:
+    from statecharts.config import UpdateFields
+
+    with pytest.raises(RejectedLine, match=r"^invalid params: .* - at `\$\.fields\[\.\.\.\]`$"):
+        decode_params(params, UpdateFields)

@@ -169,6 +169,8 @@ def test_the_number_of_header_fields_is_bounded() -> None:
         (b"GET /\xe9 HTTP/1.1\r\nHost: localhost\r\n\r\n", b"not an HTTP/1.1 request"),
         (b"GET /\r\n\r\n", b"not an HTTP/1.1 request"),
         (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"not an HTTP/1.1 request"),
+        (b"GET //[x/ HTTP/1.1\r\nHost: localhost\r\n\r\n", b"not an HTTP/1.1 request"),
+        (b"GET http://[::1/ HTTP/1.1\r\nHost: localhost\r\n\r\n", b"not an HTTP/1.1 request"),
     ],
 )
 def test_a_request_h11_cannot_read_is_400(data: bytes, says: bytes) -> None:
