@@ -614,9 +614,12 @@ def _dispatch(
     try:
         args = _parsed_arguments(topic, name, argv)
     except _HelpRequested as help_requested:
+        _release_signals()
         return write(_help_text(help_requested.topic, name))
     args.command = topic
     args.program, args.invocation = name, [name, *argv]  # what the journal says
+    if topic in ("", "help", "scenarios", "install", "journal") or not args.stdio:
+        _release_signals()  # no session: the signals act as on any program
     if not topic:
         if not args.version:
             return write(_help_text("", name))

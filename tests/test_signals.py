@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -81,20 +83,28 @@ def test_release_without_catch_changes_nothing() -> None:
     assert (done.returncode, done.stdout) == (0, "True\n")
 
 
-def test_a_tool_gets_the_signals_back_and_zread_keeps_them_caught() -> None:
+@pytest.mark.parametrize(
+    ("argv", "session"),
+    [
+        (["version", "--stdio"], True),
+        (["version"], False),
+        (["--help"], False),
+        (["scenarios"], False),
+        (["generate"], False),  # refused without --stdio
+        (["charts", "--help"], False),
+    ],
+)
+def test_only_a_session_keeps_the_signals_caught(argv: list[str], session: bool) -> None:
     done = python(
-        """
+        f"""
         import io, signal, sys
         from simulator import signals
         from simulator.cli import main
         signals.catch()
-        out = io.BytesIO()
         sys.stdout = io.TextIOWrapper(io.BytesIO())
-        main(["version"], stdout=out, prog="zread")
-        zread = signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-        main(["charts", "--help"], prog="zread-sim")
+        main({argv!r}, stdin=io.BytesIO(), stdout=io.BytesIO(), stderr=io.StringIO())
         sys.stdout = sys.__stdout__
-        print(zread, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+        print(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL)
         """
     )
-    assert done.stdout.splitlines()[-1] == "True True", done.stderr
+    assert done.stdout.splitlines()[-1] == str(session), done.stderr
