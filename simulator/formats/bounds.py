@@ -152,7 +152,9 @@ def explain(err: Exception | str) -> tuple[str, str]:
         key = f"{key}.{field[2]}" if key else field[2]
         reason = "unknown key" if field[1] == "contains unknown" else "missing"
     elif reason.startswith("Invalid enum value "):
-        reason = f"{reason.removeprefix('Invalid enum value ')} is not one of the allowed values"
+        value = reason.removeprefix("Invalid enum value ")
+        value = value if len(value) <= 40 else value[:39] + "…"
+        reason = f"{value} is not one of the allowed values"
     else:
         reason = re.sub(r"`([^`]*)`", _type_words, reason)
         if reason[:2].istitle():  # "Expected ...", not "JSON ..."

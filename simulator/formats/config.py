@@ -266,7 +266,7 @@ def read_config(data: bytes) -> dict[str, Any]:
     if doc is None:
         return {}
     if not isinstance(doc, dict):
-        raise ConfigFileError(f"{KIND}: expected a mapping, got {type(doc).__name__}")
+        raise ConfigFileError(f"{KIND}: expected a mapping, got {_kind(doc)}")
     return cast(dict[str, Any], doc)
 
 
@@ -287,7 +287,7 @@ def _text(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str | int | float):
         return str(value)
-    raise ConfigFileError(f"{KIND}: {key}: expected a value, got {type(value).__name__}")
+    raise ConfigFileError(f"{KIND}: {key}: expected a value, got {_kind(value)}")
 
 
 def config_values(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -338,9 +338,7 @@ def apply_values(doc: dict[str, Any], changes: Mapping[str, str | int]) -> None:
             if child is None:
                 child = node[part] = {}
             elif not isinstance(child, dict):
-                raise ConfigFileError(
-                    f"{KIND}: {part}: expected a mapping, got {type(child).__name__}"
-                )
+                raise ConfigFileError(f"{KIND}: {part}: expected a mapping, got {_kind(child)}")
             node = child
         node[path[-1]] = value
 
@@ -396,3 +394,25 @@ def encode_config(doc: Mapping[str, Any]) -> bytes:
 def needs_quotes(value: str) -> bool:
     """Whether zread's writer would quote ``value`` (or write it other than plain)."""
     return encode_config({"k": value}) != f"k: {value}\n".encode()
+
+
+_KINDS: Final = {
+    dict: "a mapping",
+    list: "a list",
+    str: "text",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    bytes: "binary data",
+    type(None): "nothing",
+}
+
+
+def _kind(value: object) -> str:
+    """What a YAML value is, in the simulator's words (a date, a set: by YAML's name)."""
+    for kind, words in _KINDS.items():
+        if type(value) is kind:
+            return words
+    return {"date": "a date", "datetime": "a date and time", "set": "a set"}.get(
+        type(value).__name__, "a value of another kind"
+    )

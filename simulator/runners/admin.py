@@ -107,13 +107,17 @@ def install(conn: Conn, channel: Channel) -> None:
                 channel.stage.faults.add(fault, now=now)
                 return {"injected": "fault"}
         except msgspec.ValidationError as err:
-            raise ValueError(f"inject: {err}") from None
+            from simulator.formats.bounds import in_words
+
+            raise ValueError(f"inject: {in_words(err)}") from None
         raise ValueError('inject takes {"failure": {...}} or {"fault": {...}}')
 
     async def set_speed(request: dict[str, Any]) -> dict[str, Any]:
         speed = request.get("speed")
         if isinstance(speed, bool) or not isinstance(speed, int | float) or speed < 0:
-            raise ValueError(f"set_speed takes a number >= 0, got {speed!r}")
+            shown = msgspec.json.encode(speed).decode()
+            shown = shown if len(shown) <= 40 else shown[:39] + "…"
+            raise ValueError(f"set_speed takes a number >= 0, got {shown}")
         channel.set_speed(float(speed))
         return {"speed": channel.session.speed}
 

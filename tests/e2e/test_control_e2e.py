@@ -496,9 +496,9 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
 @pytest.mark.parametrize(
     ("params", "named"),
     [
-        ({"failure": {"point": "nowhere"}}, "Invalid enum value 'nowhere'"),
+        ({"failure": {"point": "nowhere"}}, "point: 'nowhere' is not one of the allowed values"),
         ({"failure": {"point": "page", "probability": 2}}, "probability must be between 0 and 1"),
-        ({"failure": 3}, "Expected `object`"),
+        ({"failure": 3}, "expected an object, got an integer"),
         ({"fault": {"kind": "split", "pieces": 1}}, "pieces must be >= 2"),
         ({"fault": {"kind": "diagnostic", "colour": "red"}}, "colour"),
         ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
@@ -536,10 +536,11 @@ def test_set_speed_refuses_what_is_not_a_number_at_least_zero(value: Any) -> Non
         sim.next_event()
         answer = sim.call("set_speed", speed=value)
         assert answer["subtype"] == "error"
-        assert answer["error"] == f"set_speed takes a number >= 0, got {value!r}"
+        shown = json.dumps(value, separators=(",", ":"))
+        assert answer["error"] == f"set_speed takes a number >= 0, got {shown}"
         assert sim.ok("snapshot")["speed"] == 2.0
         missing = sim.call("set_speed")
-        assert missing["error"] == "set_speed takes a number >= 0, got None"
+        assert missing["error"] == "set_speed takes a number >= 0, got null"
 
 
 def test_pause_freezes_the_timers_and_resume_releases_them() -> None:

@@ -96,7 +96,7 @@ def test_a_byte_order_mark_is_allowed() -> None:
 
 @pytest.mark.parametrize(
     ("data", "kind"),
-    [(b"- zh\n- en\n", "list"), (b"just words\n", "str"), (b"42\n", "int")],
+    [(b"- zh\n- en\n", "a list"), (b"just words\n", "text"), (b"42\n", "a number")],
 )
 def test_a_document_that_is_not_a_mapping_is_refused(data: bytes, kind: str) -> None:
     message, _ = refused(data)

@@ -168,9 +168,9 @@ def test_a_save_is_bounded_and_refuses_what_is_not_a_config() -> None:
         save_config(billion_laughs(), {"language": "de"})
     with pytest.raises(ConfigFileError, match="recursive aliases"):
         save_config(b"a: &a [*a]\n", {"language": "de"})
-    with pytest.raises(ConfigFileError, match=r"^config\.yaml: expected a mapping, got list$"):
+    with pytest.raises(ConfigFileError, match=r"^config\.yaml: expected a mapping, got a list$"):
         save_config(b"- a\n", {"language": "de"})
-    with pytest.raises(ConfigFileError, match=r"^config\.yaml: llm: expected a mapping, got list$"):
+    with pytest.raises(ConfigFileError, match=r"^config\.yaml: llm: expected a mapping, got a lis"):
         save_config(b"llm: [a]\n", {"llm_model": "m"})
     with pytest.raises(ConfigFileError, match=r"^config\.yaml: concurrency: expected a mapping"):
         save_config(b"concurrency: 3\n", {"max_retries": "1"})

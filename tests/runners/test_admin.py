@@ -173,10 +173,10 @@ def test_inject_a_fault_at_a_state_waits_for_it() -> None:
     [
         ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
         ({"failures": []}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
-        ({"failure": {"point": "moon"}}, "inject: Invalid enum value 'moon' - at `$.point`"),
+        ({"failure": {"point": "moon"}}, "inject: point: 'moon' is not one of the allowed values"),
         ({"failure": {"point": "page", "first": -1}}, "inject: first and target must be >= 0"),
         ({"fault": {"kind": "exit", "code": 300}}, "inject: code must be 0-255"),
-        ({"fault": {}}, "inject: Object missing required field `kind`"),
+        ({"fault": {}}, "inject: kind: missing"),
     ],
 )
 def test_inject_refuses_and_changes_nothing(params: dict[str, Any], message: str) -> None:
@@ -214,7 +214,7 @@ def test_set_speed_refuses(speed: Any) -> None:
         admin = Admin("generate", speed=1.0)
         with pytest.raises(ControlError) as caught:
             await admin.call("set_speed", speed=speed)
-        assert caught.value.message == f"set_speed takes a number >= 0, got {speed!r}"
+        assert caught.value.message == f"set_speed takes a number >= 0, got {json.dumps(speed)}"
         assert admin.session.speed == 1.0
         admin.close()
 
