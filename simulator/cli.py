@@ -454,6 +454,18 @@ def _version_line(args: argparse.Namespace, *, with_platform: bool) -> str:
     return f"{ZREAD} version {version} {go_os()}/{go_arch()}\n"
 
 
+def _tool_version_line(args: argparse.Namespace, name: str) -> str:
+    """``zread-sim 0.1.0 (plays zread 0.2.13)``: what ``zread-sim --version`` prints."""
+    from importlib import metadata
+
+    try:
+        own = metadata.version("zread-sim")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        own = "(not installed)"
+    plays = _version_line(args, with_platform=False).removeprefix(f"{ZREAD} version ").strip()
+    return f"{name} {own} (plays {ZREAD} {plays})\n"
+
+
 def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
     from simulator.scenario import builtin_names, builtin_text, load_scenario
 
@@ -624,6 +636,8 @@ def _dispatch(
         if not args.version:
             return write(_help_text("", name))
         _apply_environment(args, environ)
+        if name != ZREAD:  # the tool's own version, and the zread it plays
+            return write(_tool_version_line(args, name))
         return write(_version_line(args, with_platform=False))
     if topic == "help":
         if args.about and args.about not in _topics(name):

@@ -217,8 +217,17 @@ def release_file(tmp_path: Path, version: str = "1.2.3") -> str:
 @pytest.mark.parametrize("name", NAMES)
 def test_version_prints_a_human_line(name: str) -> None:
     assert help_of(["version"], name) == f"zread version 0.2.13 {GO_OS}/{GO_ARCH}\n"
-    assert help_of(["--version"], name) == "zread version 0.2.13\n"
-    assert help_of(["-v"], name) == "zread version 0.2.13\n"
+    if name == "zread":
+        assert help_of(["--version"], name) == "zread version 0.2.13\n"
+        assert help_of(["-v"], name) == "zread version 0.2.13\n"
+
+
+def test_zread_sim_version_is_the_tools_own_and_the_zread_it_plays() -> None:
+    from importlib.metadata import version
+
+    line = f"zread-sim {version('zread-sim')} (plays zread 0.2.13)\n"
+    assert help_of(["--version"], "zread-sim") == line
+    assert help_of(["-v"], "zread-sim") == line
 
 
 def test_the_version_line_comes_from_the_scenario(tmp_path: Path) -> None:
