@@ -1,5 +1,5 @@
-"""Every ```python example of docs/testing.md (and every test example of the README)
-runs, and passes.
+"""Every ```python example of docs/testing.md (and every test example of the README and
+of docs/control.md) runs, and passes.
 
 An example with a ``def test_`` is a test file: it runs under pytester (inline, with
 the installed plugin and no conftest) and each of its tests must pass. Any other
@@ -77,6 +77,18 @@ def test_the_readme_has_a_test_example() -> None:
 @pytest.mark.parametrize("block", README_TESTS, ids=[block_id(b) for b in README_TESTS])
 def test_readme_test_example_passes(block: str, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_readme_example=block)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(re.findall(r"^def test_", block, re.MULTILINE)))
+
+
+CONTROL = DOC.parent / "control.md"
+CONTROL_TESTS = [b for b in _BLOCK.findall(CONTROL.read_text(encoding="utf-8")) if "def test_" in b]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("block", CONTROL_TESTS, ids=[block_id(b) for b in CONTROL_TESTS])
+def test_control_test_example_passes(block: str, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_control_example=block)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(re.findall(r"^def test_", block, re.MULTILINE)))
 
