@@ -60,6 +60,7 @@ from typing import IO, Any, Final
 import msgspec
 
 from simulator.core import redaction
+from simulator.core.envelope import Command, RejectedLine, decode_command, decode_params
 from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import Secrets
 from simulator.formats.bounds import (
@@ -387,23 +388,28 @@ class Checker:
     # -- the client's side ----------------------------------------------------------------
 
     def _command(self, raw: bytes) -> Iterator[str]:
+        """What is wrong with one line the client sent, decoded as zread decodes it
+        (Go's rules: :func:`~simulator.core.envelope.decode_command`)."""
         if not raw.strip(b" \t\r\n"):
             return  # blank lines are ignored
         try:
-            doc = _decode(raw)
-        except ValueError:
-            doc = None
-        kind = doc.get("type") if isinstance(doc, dict) else None
-        sent = _fmt(kind) if isinstance(kind, str) else "a line"
+            command: Command | None = decode_command(raw)
+        except RejectedLine:
+            command = None
+        sent = "a line" if command is None or not command.type else _fmt(command.type)
         if self._done:
             yield f"the client sent {sent} after done:true where zread waits for nothing"
             return
-        if not isinstance(doc, dict):
+        if command is None:
             yield "the client sent a line that is not a JSON object where zread waits for a command"
             return
-        if not isinstance(kind, str):
+        if not command.type:
             yield "the client sent an object without a string type where zread waits for a command"
             return
+        yield from self._against_last(command, sent)
+
+    def _against_last(self, command: Command, sent: str) -> Iterator[str]:
+        kind = command.type
         if kind == "quit":
             return
         if self._last is None:
@@ -420,19 +426,18 @@ class Checker:
                     "(an internal result is pending; only quit is accepted)"
                 )
             return
-        params = doc.get("params", {})
-        if not isinstance(params, dict):
-            yield (
-                f"the client sent {sent} with params {_fmt(params)} where zread waits for an object"
-            )
+        if not command.params.lstrip().startswith(b"{"):
+            shown = command.params.decode("utf-8", "replace")
+            yield f"the client sent {sent} with params {shown} where zread waits for an object"
             return
         struct = self._params.get(kind)
         if struct is not None:
             try:
-                msgspec.convert(params, struct)
-            except msgspec.ValidationError as exc:
+                decode_params(command.params, struct)
+            except RejectedLine as exc:
+                reason = in_words(str(exc).removeprefix("invalid params: "))
                 yield (
-                    f"the client sent {sent} with params that do not fit ({in_words(exc)}) where "
+                    f"the client sent {sent} with params that do not fit ({reason}) where "
                     f"zread waits for {struct.__name__}"
                 )
 

@@ -232,6 +232,20 @@ def test_the_client_must_send_what_the_last_event_offers() -> None:
 # -- redaction ----------------------------------------------------------------------------
 
 
+def test_the_client_is_checked_as_zread_decodes_its_lines() -> None:
+    gate = event(running(state="select_action"), ["select_action", "cancel", "quit"])
+    checker = feed(
+        Checker("generate"),
+        ("out", gate),
+        ("in", b'{"Type":"select_action","PARAMS":{"Action":"generate"}}'),
+        ("in", b'{"type":"cancel","params":null}'),
+        ("in", b'{"type":"select_action","type":"retry"}'),  # the last key wins
+    )
+    assert messages(checker) == [
+        'the client sent "retry" where zread waits for one of "select_action", "cancel", "quit"'
+    ]
+
+
 def test_api_keys_url_tokens_and_patterns_are_redacted() -> None:
     redactor = Redactor([r"hunter\d+"])
     command = line({"type": "update_fields", "params": {"fields": {"llm_api_key": "sk-abc"}}})
