@@ -40,15 +40,13 @@ a ``cancel`` while running, or a ``quit`` while running or at a gate, is a
 from __future__ import annotations
 
 import heapq
-from array import array
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import msgspec
 
 from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
-from simulator.core.envelope import encode_part, encode_parts
+from simulator.core.spliced import SplicedList
 from simulator.scenario import wiki
 
 __all__ = [
@@ -117,87 +115,15 @@ class Task(msgspec.Struct, gc=False):  # ints and strings only: no cycles to col
     error: str = ""
 
 
-class TaskList:
-    """The page tasks, and their JSON, kept between events: an event re-encodes only
-    the tasks changed since the last one and copies the rest around them.
+class TaskList(SplicedList[Task]):
+    """The page tasks: a :class:`~simulator.core.spliced.SplicedList` (each event
+    re-encodes only the tasks that changed), a task changed through :meth:`task`."""
 
-    The JSON is one buffer, kept with the length of each task in it. Re-making it is
-    one sequential copy, where encoding the list walks every task and its strings, each
-    elsewhere in memory (in a load test, with thousands of sessions, those walks miss
-    the caches: ~14 us an event for 50 tasks). The session keeps the buffer as a piece
-    of its last vm rather than a copy of it. (``benchmarks/instructions.py``: 18 % fewer
-    instructions an event with 50 pages; with the default scenario's 16, as many as one
-    call encoding the list.)
+    __slots__ = ()
 
-    Read a task with ``tasks[i]``; change it only through ``tasks.edit(task_id)``, which
-    marks it for encoding. Its JSON is that of the list of tasks.
-    """
-
-    __slots__ = ("_dirty", "_fragment", "_items", "_lengths", "_mark")
-
-    def __init__(self, tasks: list[Task] | None = None) -> None:
-        self._items = tasks or []
-        self._fragment: bytes | None = None  # None: not encoded yet
-        self._lengths = array("I")  # of each task's JSON in the fragment
-        self._dirty: list[int] = []  # indexes edited since the last encoding; repeats allowed
-        self._mark = (0, 1)  # a task's index, and where it begins in the fragment
-
-    def __getitem__(self, index: int) -> Task:
-        return self._items[index]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[Task]:
-        return iter(self._items)
-
-    def edit(self, task_id: int) -> Task:
+    def task(self, task_id: int) -> Task:
         """The task ``task_id`` (1-based), marked as changed."""
-        task = self._items[task_id - 1]  # IndexError before anything is marked
-        self._dirty.append(task_id - 1)
-        return task
-
-    def json_fragment(self) -> bytes:
-        fragment = self._fragment
-        dirty = self._dirty
-        if fragment is None:
-            parts = encode_parts(self._items)
-            self._lengths = array("I", map(len, parts))
-            fragment = b"[" + b",".join(parts) + b"]"
-            self._mark = (0, 1)
-        elif dirty:
-            fragment = self._splice(fragment, dirty if len(dirty) == 1 else sorted(set(dirty)))
-        self._fragment = fragment
-        dirty.clear()
-        return fragment
-
-    def _splice(self, fragment: bytes, changed: list[int]) -> bytes:
-        """``fragment`` with the tasks at ``changed`` (ascending) encoded anew.
-
-        Where a task begins is counted from :attr:`_mark`, the last task changed and
-        where it begins: the tasks that change are the few running, next to each other,
-        so the lengths added up are a few, not all those before."""
-        lengths, items = self._lengths, self._items
-        view = memoryview(fragment)
-        pieces: list[bytes | memoryview] = []
-        copied = 0  # the old fragment is in pieces up to here
-        written = 0  # and the new one is this long
-        index, start = self._mark  # task ``index`` begins at ``start`` in the old fragment
-        if changed[0] < index:
-            start -= sum(lengths[changed[0] : index]) + (index - changed[0])
-            index = changed[0]
-        for changed_index in changed:
-            start += sum(lengths[index:changed_index]) + (changed_index - index)
-            part = encode_part(items[changed_index])
-            pieces += (view[copied:start], part)
-            written += start - copied
-            self._mark = (changed_index, written)
-            written += len(part)
-            copied = start + lengths[changed_index]
-            index, start = changed_index + 1, copied + 1
-            lengths[changed_index] = len(part)
-        pieces.append(view[copied:])
-        return b"".join(pieces)
+        return self.edit(task_id - 1)
 
 
 class Pages(msgspec.Struct):
@@ -416,14 +342,14 @@ class GenerateModel(Driver):
     def _fill_slots(self) -> None:
         tasks = self.vm.pages.tasks
         while self.running < self.max_concurrent and self.waiting:
-            task = tasks.edit(heapq.heappop(self.waiting))
+            task = tasks.task(heapq.heappop(self.waiting))
             task.state = "running"
             task.error = ""
             self.running += 1
             self.rt.schedule("_page_done", "page", task_id=task.id)
 
     def finish_page(self, event: Any) -> None:
-        task = self.vm.pages.tasks.edit(event.kwargs["task_id"])
+        task = self.vm.pages.tasks.task(event.kwargs["task_id"])
         self.running -= 1
         self.attempts[task.id] += 1
         attempt = self.attempts[task.id]
@@ -446,7 +372,7 @@ class GenerateModel(Driver):
         self._fill_slots()
 
     def retry_due(self, event: Any) -> None:
-        task = self.vm.pages.tasks.edit(event.kwargs["task_id"])
+        task = self.vm.pages.tasks.task(event.kwargs["task_id"])
         task.state = "pending"
         heapq.heappush(self.waiting, task.id)
         self._fill_slots()
@@ -475,7 +401,7 @@ class GenerateModel(Driver):
             raise InvalidParams(f"task {params.task_id} is not a failed task")
 
     def retry_page(self, event: Any) -> None:
-        task = self.vm.pages.tasks.edit(event.kwargs["params"].task_id)
+        task = self.vm.pages.tasks.task(event.kwargs["params"].task_id)
         task.retry_count = 0
         task.state = "pending"
         self.failed -= 1
@@ -506,7 +432,7 @@ class GenerateModel(Driver):
         if self.unsettled:
             for task in pages.tasks:
                 if task.state in ("running", "retry_pending"):
-                    pages.tasks.edit(task.id).state = "pending"
+                    pages.tasks.task(task.id).state = "pending"
             self.running = 0
 
     def record_wiki(self, _: Any) -> None:

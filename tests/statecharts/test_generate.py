@@ -1790,7 +1790,7 @@ def test_the_task_list_bytes_equal_a_fresh_encoding_after_any_edits(count: int) 
         assert tasks.json_fragment() == encode_part(list(tasks))
         for edits in rounds:
             for task_id, state, retries, error in edits:
-                task = tasks.edit(task_id)
+                task = tasks.task(task_id)
                 task.state, task.retry_count, task.error = state, retries, error
             assert tasks.json_fragment() == encode_part(list(tasks))
 
