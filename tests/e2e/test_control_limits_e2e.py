@@ -228,6 +228,24 @@ def count_answers(fd: int, count: int, prefix: bytes, timeout: float = 30.0) -> 
     return found
 
 
+RESPONSE = b'{"type":"control_response"'
+
+
+def send_rest_and_count(write_fd: int, rest: memoryview, read_fd: int, count: int) -> int:
+    """Write ``rest`` to ``write_fd`` (blocking now) while a thread reads ``read_fd``;
+    how many control responses it read (:func:`count_answers`)."""
+    got: list[int] = []
+    reader = threading.Thread(
+        target=lambda: got.append(count_answers(read_fd, count, RESPONSE)), daemon=True
+    )
+    reader.start()
+    os.set_blocking(write_fd, True)
+    while rest:
+        rest = rest[os.write(write_fd, rest) :]
+    reader.join(timeout=60)
+    return got[0] if got else -1
+
+
 def test_unread_responses_on_stdin_hold_the_peer_back_not_the_memory() -> None:
     payload = memoryview(requests(UNREAD))
     with Sim.start("generate", speed=1) as sim:
@@ -239,20 +257,10 @@ def test_unread_responses_on_stdin_hold_the_peer_back_not_the_memory() -> None:
         grown = rss_kb(sim.popen.pid) - before
         assert sent < len(payload) // 4, "its requests were all read while it read nothing"
         assert grown < BOUND_KB, f"RSS grew by {grown} kB"
-        os.set_blocking(sim.popen.stdin.fileno(), True)
-        prefix = b'{"type":"control_response"'
-        stdout = sim.popen.stdout
-        assert stdout is not None
-        got: list[int] = []
-        reader = threading.Thread(
-            target=lambda: got.append(count_answers(stdout.fileno(), UNREAD, prefix)),
-            daemon=True,
-        )
-        reader.start()
-        sim.popen.stdin.write(payload[sent:])
-        sim.popen.stdin.flush()
-        reader.join(timeout=60)
-        assert got == [UNREAD]  # held back, then every one answered
+        assert sim.popen.stdout is not None
+        stdin, stdout = sim.popen.stdin.fileno(), sim.popen.stdout.fileno()
+        # held back, then every one answered
+        assert send_rest_and_count(stdin, payload[sent:], stdout, UNREAD) == UNREAD
 
 
 def test_unread_responses_on_a_socket_hold_the_peer_back_not_the_memory(
@@ -277,18 +285,8 @@ def test_unread_responses_on_a_socket_hold_the_peer_back_not_the_memory(
             assert grown < BOUND_KB, f"RSS grew by {grown} kB"
             with Remote(sock_path) as other:  # another peer is not held back
                 assert other.snapshot()["command"] == "generate"
-            got: list[int] = []
-            reader = threading.Thread(
-                target=lambda: got.append(
-                    count_answers(peer.fileno(), UNREAD, b'{"type":"control_response"')
-                ),
-                daemon=True,
-            )
-            reader.start()
-            os.set_blocking(peer.fileno(), True)
-            peer.sendall(payload[sent:])
-            reader.join(timeout=60)
-            assert got == [UNREAD]
+            fd = peer.fileno()
+            assert send_rest_and_count(fd, payload[sent:], fd, UNREAD) == UNREAD
         with Remote(sock_path) as other:
             other.resume()  # the last request may have paused it
             other.set_speed(0)
@@ -312,20 +310,9 @@ def test_responses_held_behind_a_split_pause_hold_stdin_back() -> None:
         assert sim.popen.stdin is not None and sim.popen.stdout is not None
         sent = push_until_held(sim.popen.stdin.fileno(), payload, seconds=1.0)
         assert sent < len(payload) // 4, "stdin was read all the same"
-        stdout = sim.popen.stdout
-        got: list[int] = []
-        reader = threading.Thread(
-            target=lambda: got.append(
-                count_answers(stdout.fileno(), count, b'{"type":"control_response"')
-            ),
-            daemon=True,
-        )
-        reader.start()
-        os.set_blocking(sim.popen.stdin.fileno(), True)
-        sim.popen.stdin.write(payload[sent:])
-        sim.popen.stdin.flush()
-        reader.join(timeout=60)
-        assert got == [count]  # every one answered once the pause was over
+        stdin, stdout = sim.popen.stdin.fileno(), sim.popen.stdout.fileno()
+        # every one answered once the pause was over
+        assert send_rest_and_count(stdin, payload[sent:], stdout, count) == count
 
 
 def test_peers_still_connected_when_the_run_ends_are_closed_quietly(sock_path: str) -> None:
