@@ -442,11 +442,16 @@ def _invoked_name() -> str:
 # -- the commands -------------------------------------------------------------------------
 
 
-def _version_line(args: argparse.Namespace, *, with_platform: bool) -> str:
-    """``zread version 0.2.13`` (cobra's ``--version``), with the OS/arch for ``version``."""
+def _zread_version(args: argparse.Namespace) -> str:
+    """The version of zread the scenario plays (``0.2.13``)."""
     from simulator.scenario import load_scenario
 
-    version = load_scenario(args.scenario).world.release.current_version
+    return load_scenario(args.scenario).world.release.current_version
+
+
+def _version_line(args: argparse.Namespace, *, with_platform: bool) -> str:
+    """``zread version 0.2.13`` (cobra's ``--version``), with the OS/arch for ``version``."""
+    version = _zread_version(args)
     if not with_platform:
         return f"{ZREAD} version {version}\n"
     from statecharts.version import go_arch, go_os
@@ -462,8 +467,7 @@ def _tool_version_line(args: argparse.Namespace, name: str) -> str:
         own = metadata.version("zread-sim")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         own = "(not installed)"
-    plays = _version_line(args, with_platform=False).removeprefix(f"{ZREAD} version ").strip()
-    return f"{name} {own} (plays {ZREAD} {plays})\n"
+    return f"{name} {own} (plays {ZREAD} {_zread_version(args)})\n"
 
 
 def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
