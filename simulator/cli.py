@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import enum
-import math
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol
 
 from simulator.core.errors import ConfigurationError
-from simulator.launch import add_zread_flags, build_session, flags_of
+from simulator.launch import add_zread_flags, build_session, flags_of, integer, number
 from statecharts import COMMANDS
 
 if TYPE_CHECKING:
@@ -115,21 +114,8 @@ class _HelpAction(argparse.Action):
 # -- the simulator options ----------------------------------------------------------------
 
 
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+_speed = number(0.0)
+_seed = integer
 
 
 _YES = ("1", "true", "yes", "on")

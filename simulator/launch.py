@@ -4,7 +4,9 @@ the session made from them, a scenario and a home.
 Owns: the flags of each zread command (:func:`add_zread_flags`, shared by the command
 line and :func:`parse_flags`), turning parsed flags into :class:`Flags`, and
 :func:`build_session`, which every runner and tool uses to start a session, so none of
-them imports the command line.
+them imports the command line; and the parsers of the simulator's own values a session
+is started with, shared by the command line and ``load``: :func:`integer` (``--seed``)
+and :func:`number` (``--speed``, durations), each refusing in the simulator's words.
 
 Must not: read the environment, touch the streams or run anything.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from simulator.core.driver import Flags
@@ -25,7 +28,39 @@ if TYPE_CHECKING:
     from simulator.hosts.effects import Store
     from simulator.scenario import Scenario
 
-__all__ = ["FlagError", "add_zread_flags", "build_session", "flags_of", "parse_flags"]
+__all__ = [
+    "FlagError",
+    "add_zread_flags",
+    "build_session",
+    "flags_of",
+    "integer",
+    "number",
+    "parse_flags",
+]
+
+
+def integer(text: str) -> int:
+    """``text`` as an integer of any size (a seed)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def number(minimum: float, strict: bool = False) -> Callable[[str], float]:
+    """A parser of a finite number at least ``minimum`` (above it, when ``strict``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            sign = ">" if strict else ">="
+            raise argparse.ArgumentTypeError(f"expected a number {sign} {minimum:g}, got {text!r}")
+        return value
+
+    return parse
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.x.y.z")

@@ -188,3 +188,20 @@ def test_a_store_lays_its_world_over_the_scenario(tmp_path: Path) -> None:
     kept = first_event(build_session("config", home=store))
     plain = first_event(build_session("config"))
     assert language_of(kept) == "fr" and language_of(plain) == "en"
+
+
+def test_the_value_parsers_refuse_in_the_simulators_words() -> None:
+    import argparse
+
+    from simulator.launch import integer, number
+
+    assert integer("-12") == -12 and integer("9" * 400) == int("9" * 400)
+    assert number(0.0)("0") == 0.0 and number(0.0, strict=True)("0.5") == 0.5
+    for parse, text, says in (
+        (integer, "abc", "expected an integer, got 'abc'"),
+        (number(0.0), "nan", "expected a number >= 0, got 'nan'"),
+        (number(0.0), "-1", "expected a number >= 0, got '-1'"),
+        (number(0.0, strict=True), "0", "expected a number > 0, got '0'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^{says}$"):
+            parse(text)

@@ -19,13 +19,13 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simulator.core.errors import SimulatorBug
+from simulator.launch import integer, number
 from simulator.tools.arguments import raising
 from simulator.tools.load.common import LoadConfig, LoadError
 
@@ -53,27 +53,6 @@ def _positive_int(text: str) -> int:
     return int(digits)
 
 
-def _seed(text: str) -> int:
-    digits = text.strip().removeprefix("-").removeprefix("+")
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}")
-    return int(text)
-
-
-def _number(minimum: float, strict: bool) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-            sign = ">" if strict else ">="
-            raise argparse.ArgumentTypeError(f"expected a number {sign} {minimum:g}, got {text!r}")
-        return value
-
-    return parse
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = raising(LoadError)(
         prog=PROG,
@@ -88,24 +67,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--duration",
-        type=_number(0, True),
+        type=number(0, True),
         metavar="SECONDS",
         help="stop after this long: start no more, quit what runs",
     )
     parser.add_argument("--scenario", default="default", metavar="NAME|PATH")
-    parser.add_argument("--seed", type=_seed, default=0, help="session i gets seed + i")
-    parser.add_argument("--speed", type=_number(0, False), default=1.0)
+    parser.add_argument("--seed", type=integer, default=0, help="session i gets seed + i")
+    parser.add_argument("--speed", type=number(0, False), default=1.0)
     parser.add_argument("--mode", choices=("inprocess", "process"), default="inprocess")
     parser.add_argument(
         "--timeout",
-        type=_number(0, True),
+        type=number(0, True),
         default=600.0,
         metavar="SECONDS",
         help="a session without done:true by then is an error (default: 600)",
     )
     parser.add_argument(
         "--ramp",
-        type=_number(0, False),
+        type=number(0, False),
         default=0.0,
         metavar="SECONDS",
         help="in-process: start the first C sessions evenly over SECONDS (default: at once); "
