@@ -59,6 +59,7 @@ def release() -> None:
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
     _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-    came, _pending[:] = list(_pending), []
-    for signum in came[:1]:
+    if _pending:
+        signum = _pending[0]
+        _pending.clear()
         _signal.raise_signal(signum)

@@ -397,22 +397,20 @@ def needs_quotes(value: str) -> bool:
 
 
 _KINDS: Final = {
-    dict: "a mapping",
-    list: "a list",
-    str: "text",
-    int: "a number",
-    float: "a number",
-    bool: "true or false",
-    bytes: "binary data",
-    type(None): "nothing",
+    "dict": "a mapping",
+    "list": "a list",
+    "str": "text",
+    "int": "a number",
+    "float": "a number",
+    "bool": "true or false",
+    "bytes": "binary data",
+    "NoneType": "nothing",
+    "date": "a date",
+    "datetime": "a date and time",
+    "set": "a set",
 }
 
 
 def _kind(value: object) -> str:
-    """What a YAML value is, in the simulator's words (a date, a set: by YAML's name)."""
-    for kind, words in _KINDS.items():
-        if type(value) is kind:
-            return words
-    return {"date": "a date", "datetime": "a date and time", "set": "a set"}.get(
-        type(value).__name__, "a value of another kind"
-    )
+    """What a YAML value is, in the simulator's words, not Python's type names."""
+    return _KINDS.get(type(value).__name__, "a value of another kind")
