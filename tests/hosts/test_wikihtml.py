@@ -5,22 +5,11 @@ reads the same pages over HTTP)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from simulator.hosts import wikiserver
 from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, page_path, render_markdown
 
-
-@dataclass(frozen=True)
-class Entry:
-    """An index entry written by hand (a SitePage)."""
-
-    slug: str
-    title: str
-    section: str = ""
-    group: str = ""
-    level: str = ""
-
+from .test_wikiserver import Entry
 
 entry = Entry
 
