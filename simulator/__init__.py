@@ -3,7 +3,7 @@
 The public names are imported on first use, so ``python -m simulator version --stdio``
 pays only for what that command needs. The error tree is here too: every error the
 simulator raises on purpose is a :class:`SimulatorError`, in the branch that says
-whose fault it is (``simulator.core.errors``).
+whose fault it is (``simulator.errors``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ TYPE_CHECKING = False  # typing itself is not imported: the entry point starts h
 if TYPE_CHECKING:
     from typing import Any
 
-    from simulator.core.errors import (
+    from simulator.core.session import Session
+    from simulator.errors import (
         ConfigurationError,
         MisuseError,
         ProtocolError,
         SimulatorBug,
         SimulatorError,
     )
-    from simulator.core.session import Session
     from simulator.scenario import Scenario, ScenarioError, load_scenario
 
 __all__ = [
@@ -43,7 +43,7 @@ _HOMES = {
     "Session": "simulator.core.session",
     **dict.fromkeys(
         ("ConfigurationError", "MisuseError", "ProtocolError", "SimulatorBug", "SimulatorError"),
-        "simulator.core.errors",
+        "simulator.errors",
     ),
 }
 

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.launch import add_zread_flags, build_session, flags_of, integer, number
 from statecharts import COMMANDS
 

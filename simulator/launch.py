@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from simulator.core.driver import Flags
-from simulator.core.errors import MisuseError
+from simulator.errors import MisuseError
 from statecharts import COMMANDS
 
 if TYPE_CHECKING:

@@ -350,6 +350,50 @@ def test_no_import_circles() -> None:
     assert not circles, "import circles:\n" + "\n".join(report)
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to, for the package graph: ``simulator.core`` for
+    ``simulator.core.session``; a top-level module (``simulator.launch``) is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "simulator" else parts[0]
+
+
+def package_graph(graph: Mapping[str, Mapping[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+    """The import graph with every module replaced by its package; imports within one
+    package are left out."""
+    packages: dict[str, dict[str, list[str]]] = {}
+    for importer, targets in graph.items():
+        edges = packages.setdefault(package_of(importer), {})
+        for target, places in targets.items():
+            if package_of(target) != package_of(importer):
+                edges.setdefault(package_of(target), []).extend(places)
+    return packages
+
+
+def test_the_package_graph_finds_a_circle_between_packages(tmp_path: Path) -> None:
+    for name in ("simulator/core", "simulator/scenario"):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "simulator/__init__.py").write_text("")
+    (tmp_path / "simulator/core/session.py").write_text("import simulator.scenario.world\n")
+    (tmp_path / "simulator/scenario/world.py").write_text("import simulator.core.errors\n")
+    (tmp_path / "simulator/core/errors.py").write_text("")
+    graph = package_graph(import_graph(discover(tmp_path, ["simulator"])))
+    assert find_cycles(graph) == [["simulator.core", "simulator.scenario", "simulator.core"]]
+
+
+def test_no_package_circles() -> None:
+    """No circle between packages either: the error tree is at the bottom
+    (``simulator.errors``), so the core and scenarios can both raise it."""
+    graph = package_graph(import_graph(the_tree()))
+    circles = find_cycles(graph)
+    report = [
+        " -> ".join(circle)
+        + "".join(f"\n    {a} -> {b} at {graph[a][b][0]}" for a, b in itertools.pairwise(circle))
+        for circle in circles
+    ]
+    assert not circles, "package circles:\n" + "\n".join(report)
+
+
 # -- (b), (c), (d) and the packages' own rules: layers point one way ----------------------
 
 COMMAND_LINE = ("simulator.cli", "simulator.pytest_plugin", "simulator.__main__")

@@ -67,8 +67,8 @@ from transitions import Machine
 
 from simulator.core.coverage import Reached
 from simulator.core.driver import Driver
-from simulator.core.errors import SimulatorBug
 from simulator.core.machine import ChartMachine
+from simulator.errors import SimulatorBug
 from simulator.scenario.failures import POINTS
 
 __all__ = [

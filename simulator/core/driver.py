@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import msgspec
 
-from simulator.core.errors import ProtocolError
+from simulator.errors import ProtocolError
 
 if TYPE_CHECKING:
     from simulator.scenario import Scenario

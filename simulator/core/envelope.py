@@ -33,7 +33,6 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from simulator.core.errors import ProtocolError
 from simulator.core.godecode import (
     NOT_QUICK,
     PLANS,
@@ -42,6 +41,7 @@ from simulator.core.godecode import (
     normalise,
     plan_of,
 )
+from simulator.errors import ProtocolError
 
 __all__ = [
     "JSON_WHITESPACE",

@@ -49,9 +49,9 @@ from simulator.core.envelope import (
     not_allowed,
     vm_pieces,
 )
-from simulator.core.errors import MisuseError
 from simulator.core.secrets import Secrets, redact, redact_line
 from simulator.core.transcript import Transcript
+from simulator.errors import MisuseError
 from simulator.scenario import Scenario, ScenarioError
 from simulator.scenario.failures import Failure, FailurePlan
 

@@ -27,7 +27,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 
 __all__ = [
     "BOM",

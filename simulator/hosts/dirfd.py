@@ -33,7 +33,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 
 __all__ = [
     "TEMP_SUFFIX",

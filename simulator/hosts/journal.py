@@ -47,9 +47,9 @@ from typing import Final
 import msgspec
 
 from simulator.core.coverage import Reached
-from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
+from simulator.errors import ConfigurationError
 
 __all__ = [
     "HOWS",

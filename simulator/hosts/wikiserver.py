@@ -45,7 +45,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from simulator.core.effects import DEFAULT_HOST, DEFAULT_PORT
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.formats.wiki import WikiPage
 from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, page_path, render_markdown
 

@@ -27,8 +27,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from simulator.control import Conn
-from simulator.core.errors import ConfigurationError
 from simulator.core.session import Session
+from simulator.errors import ConfigurationError
 from simulator.hosts.effects import EffectHost
 from simulator.runners.admin import Approvals, connect
 from simulator.runners.aio import Channel, Hub

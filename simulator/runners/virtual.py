@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from simulator.core.effects import AskApproval, CancelApproval
-from simulator.core.errors import MisuseError
 from simulator.core.secrets import redact_line
 from simulator.core.session import JournalEntry, Outcome, Session
+from simulator.errors import MisuseError
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario
 

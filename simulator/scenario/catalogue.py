@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay

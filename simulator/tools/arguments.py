@@ -1,7 +1,7 @@
 """The argument parser of every ``zread-sim`` tool: argparse, with errors as exceptions.
 
 Owns: :func:`raising`, the ``argparse.ArgumentParser`` class whose ``error`` raises the
-tool's own error (a :class:`~simulator.core.errors.ConfigurationError`) with argparse's
+tool's own error (a :class:`~simulator.errors.ConfigurationError`) with argparse's
 message, instead of printing the usage and exiting: each tool says it in one line,
 ``zread-sim TOOL: <message>``, and exits 2. ``--help`` still prints and exits 0.
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal
 
 from simulator.core.chart import Chart, StateSpec
-from simulator.core.errors import ConfigurationError, SimulatorBug
+from simulator.errors import ConfigurationError, SimulatorBug
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 

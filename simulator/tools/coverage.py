@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.core.coverage import Reached
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 

@@ -36,9 +36,9 @@ from typing import BinaryIO, Final
 import msgspec
 
 from simulator.core.coverage import Reached
-from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
+from simulator.errors import ConfigurationError
 from simulator.formats.bounds import (
     LIMITS,
     FormatError,

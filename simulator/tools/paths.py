@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.tools.arguments import raising
 
 __all__ = ["EXTRA_SCENARIOS", "Case", "PathsError", "Step", "main", "paths", "replay"]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 
 __all__ = ["PlotError", "check_plot_path", "render_svg", "write_plot"]
 

@@ -61,8 +61,8 @@ import msgspec
 
 from simulator.core import redaction
 from simulator.core.envelope import Command, RejectedLine, decode_command, decode_params
-from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import Secrets
+from simulator.errors import ConfigurationError
 from simulator.formats.bounds import (
     LIMITS,
     FormatError,

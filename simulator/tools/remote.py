@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simulator.core.errors import MisuseError
+from simulator.errors import MisuseError
 
 __all__ = ["Remote", "RemoteError"]
 

@@ -37,7 +37,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 import msgspec.inspect as mi
 
-from simulator.core.errors import ConfigurationError, SimulatorBug
+from simulator.errors import ConfigurationError, SimulatorBug
 from simulator.scenario import Scenario
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart

@@ -8,7 +8,7 @@ import time
 import msgspec
 import pytest
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.formats import bounds
 from simulator.formats.bounds import (
     BOM,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.hosts.dirfd import (
     TEMP_SUFFIX,
     FilesError,

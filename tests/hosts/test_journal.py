@@ -11,9 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from simulator.core.errors import ConfigurationError
 from simulator.core.secrets import Secrets
 from simulator.core.session import JournalEntry
+from simulator.errors import ConfigurationError
 from simulator.hosts.journal import HOWS, Event, Exit, JournalError, JournalWriter, Line, Record
 
 KEY = "sk-secret-123456"

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from simulator.core.effects import DEFAULT_PORT
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.hosts import httprequest, httpserver, wikiserver
 from simulator.hosts.wikiserver import (
     PORT_TRIES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.tools.arguments import raising
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.core.errors import SimulatorBug
+from simulator.errors import SimulatorBug
 from simulator.tools import charts
 from statecharts import COMMANDS, load_chart
 

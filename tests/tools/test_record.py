@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 from simulator.tools.record import (
     CASSETTE_FORMAT,
     Checker,

@@ -24,7 +24,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from simulator.core.envelope import RejectedLine, decode_command, decode_params
-from simulator.core.errors import SimulatorBug
+from simulator.errors import SimulatorBug
 from simulator.scenario import ScenarioError, builtin_names, builtin_text, load_scenario
 from simulator.tools.schema import (
     REGENERATE,

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from simulator.core.errors import SimulatorBug
+from simulator.errors import SimulatorBug
 from simulator.launch import integer, number
 from simulator.tools.arguments import raising
 from simulator.tools.load.common import LoadConfig, LoadError
@@ -164,7 +164,7 @@ def _check_output(path: str | None, plot: bool = False) -> None:
 
 def run(config: LoadConfig, progress: ProgressBar | None = None) -> dict[str, Any]:
     """Run the load test ``config`` describes; the summary (LoadError if unusable)."""
-    from simulator.core.errors import ConfigurationError
+    from simulator.errors import ConfigurationError
     from simulator.launch import FlagError, build_session
     from simulator.scenario import load_scenario
 

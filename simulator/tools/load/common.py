@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.core.errors import ConfigurationError
+from simulator.errors import ConfigurationError
 
 EVENT_KEYS = ("vm", "waiting_for", "done", "error")
 """The keys of every event line zread writes."""

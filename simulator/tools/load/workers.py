@@ -40,7 +40,7 @@ from typing import Any
 
 import msgspec
 
-from simulator.core.errors import SimulatorBug
+from simulator.errors import SimulatorBug
 from simulator.tools.load.common import LoadConfig, interrupt, watch_children
 from simulator.tools.load.stats import Histogram, bins_percentile_ms
 

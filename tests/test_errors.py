@@ -1,4 +1,4 @@
-"""simulator.core.errors: one tree, four branches, and every error the package raises
+"""simulator.errors: one tree, four branches, and every error the package raises
 on purpose in the branch that says whose fault it is."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from simulator.core.errors import (
+from simulator.errors import (
     ConfigurationError,
     MisuseError,
     ProtocolError,
@@ -17,7 +17,7 @@ from simulator.core.errors import (
     SimulatorError,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
 
@@ -92,7 +92,7 @@ def test_every_error_class_of_the_package_is_in_the_tree() -> None:
                 if isinstance(error, type) and issubclass(error, BaseException):
                     found.add(f"{module}.{node.name}")
     tree = {name for name in found if name.rsplit(".", 1)[1] not in {b.__name__ for b in BRANCHES}}
-    tree.discard("simulator.core.errors.SimulatorError")
+    tree.discard("simulator.errors.SimulatorError")
     assert tree == set(WHOSE)
 
 
