@@ -7,14 +7,12 @@ format that fixes that: ``emit`` brackets the document with marker lines,
 ``emit_chunk`` writes one streamed piece of a result as one marked line, and
 ``extract`` / ``chunk_payload`` / ``unmarshal`` recover them from the mix.
 
-It also owns the JSON both sides use, spelled as Go's ``encoding/json`` spells it,
-so a payload reads the same whichever binary wrote it:
+It also owns the JSON both sides use, spelled as Go's ``encoding/json`` spells it
+(written and read by :mod:`simulator.clijson_codec`), so a payload reads the same
+whichever binary wrote it:
 
-- Writing (``emit``, ``emit_chunk``): compact; floats in Go's notation (``2``,
-  ``1e-7``, ``1e+21``, ``-0``); lists and tuples as arrays; dict keys in insertion
-  order (a dict stands for a Go struct), str or int keys only; a lone surrogate,
-  which UTF-8 cannot carry, is written ``\\ufffd`` as Go writes invalid UTF-8.
-  NaN, infinities, cycles and values JSON has no type for raise
+- Writing (``emit``, ``emit_chunk``): compact, Go's notation for floats, dict keys in
+  insertion order; NaN, infinities, cycles and values JSON has no type for raise
   :class:`PayloadEncodeError`; nesting has no limit. ``framed`` and
   ``chunk_line``, which take ready-made JSON and which every path goes through,
   escape ``<`` ``>`` ``&`` U+2028 U+2029 (``\\u003c``...) as Go's
@@ -31,19 +29,18 @@ and its kinds, :class:`PayloadEncodeError` (nothing written), and
 It must do no I/O beyond the writer it is given (no printing, logging or
 files), and must not change the markers: they are a wire format shared with
 differently versioned readers and writers. It is written by hand because no
-library does this framing; it needs only the standard library.
+library does this framing; it needs only the standard library and
+:mod:`simulator.clijson_codec`, which is as standalone as it is.
 """
 
 from __future__ import annotations
 
 import codecs
-import json
-import math
 import re
 from collections import deque
-from collections.abc import Iterator
-from decimal import Decimal
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
+
+from simulator.clijson_codec import ClijsonError, PayloadEncodeError, decode, marshal
 
 __all__ = [
     "BEGIN_MARKER",
@@ -86,18 +83,11 @@ _HTML_ESCAPES = (
 )
 """What Go's encoding/json escapes in any JSON text it writes (json.HTMLEscape)."""
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _WHITESPACE = re.compile(r"\s+")
-_GO_E_EXPONENT_LO, _GO_E_EXPONENT_HI = 1e-6, 1e21
 
 
 class _Writer(Protocol):
     def write(self, data: bytes, /) -> object: ...
-
-
-class ClijsonError(Exception):
-    """The root of this module's errors."""
 
 
 class FrameError(ClijsonError, ValueError):
@@ -125,13 +115,6 @@ class PayloadDecodeError(FrameError):
         self.payload = payload
 
 
-class PayloadEncodeError(ClijsonError, TypeError, ValueError):
-    """A value JSON cannot carry, as Go's ``UnsupportedTypeError`` (a type JSON has
-    no form for, a dict key neither str nor int) or ``UnsupportedValueError`` (NaN,
-    an infinity, a cycle). Nothing was written. Also a TypeError and a ValueError, so
-    code that caught what ``json.dumps`` raises still catches it."""
-
-
 class ShortWriteError(ClijsonError, OSError):
     """The writer reported writing fewer bytes than it was given, and no error
     (Go's ``io.ErrShortWrite``). The rest was not written again: the document must
@@ -139,126 +122,6 @@ class ShortWriteError(ClijsonError, OSError):
 
 
 # -- writing -----------------------------------------------------------------------------
-
-
-def _unencodable(reason: str) -> NoReturn:
-    raise PayloadEncodeError(f"clijson: payload does not encode: {reason}")
-
-
-def _go_float(value: float) -> str:
-    """A float as Go's encoding/json writes a float64.
-
-    The shortest digits that read back as the same float (``repr``'s), in fixed
-    notation, or in exponent notation when ``abs(value)`` is below 1e-6 or at least
-    1e21, with Go's exponent: ``e-7``, ``e-10``, ``e+21``.
-    """
-    value = float(value)
-    if not math.isfinite(value):
-        go_name = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
-        _unencodable(f"unsupported value: {go_name}")
-    text = repr(value)
-    magnitude = abs(value)
-    if magnitude != 0 and (magnitude < _GO_E_EXPONENT_LO or magnitude >= _GO_E_EXPONENT_HI):
-        # repr is in exponent form here ("1e-07", "1.5e+300"); Go drops the leading
-        # zero of a two-digit negative exponent only.
-        mantissa, _, exponent = text.partition("e")
-        if exponent.startswith("-0"):
-            exponent = "-" + exponent[2:]
-        return f"{mantissa}e{exponent}"
-    if "e" in text:  # 1e16 <= |value| < 1e21 or 1e-6 <= |value| < 1e-4
-        return format(Decimal(text), "f")
-    return text.removesuffix(".0")
-
-
-def _string(text: str) -> str:
-    # The C encoder escapes as Go does ("\"", "\\", \b \f \n \r \t, other controls
-    # as \u00XX, lowercase) when non-ASCII is left alone; HTML escaping comes later.
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _integer(value: int) -> str:
-    try:
-        return int.__repr__(value)
-    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
-        _unencodable(f"unsupported value: an integer of {value.bit_length()} bits")
-
-
-def _key(key: object) -> str:
-    if isinstance(key, str):
-        return _string(key)
-    if isinstance(key, int) and not isinstance(key, bool):
-        return f'"{_integer(key)}"'  # Go writes an integer map key as a string
-    _unencodable(f"unsupported map key type: {type(key).__name__}")
-
-
-class _Open:
-    """A list or dict being written: what is left of it."""
-
-    __slots__ = ("ident", "is_object", "items", "started")
-
-    def __init__(self, items: Iterator[Any], is_object: bool, ident: int) -> None:
-        self.items, self.is_object, self.ident, self.started = items, is_object, ident, False
-
-
-def _marshal(obj: Any) -> bytes:
-    """``obj`` as compact JSON the way Go's encoding/json writes it (HTML escaping
-    aside: :func:`_html_escape` does that for every path).
-
-    Iterative, so nesting is limited by memory only, as in Go.
-    """
-    out: list[str] = []
-    stack: list[_Open] = []
-    on_path: set[int] = set()
-    value = obj
-    while True:
-        if isinstance(value, str):
-            out.append(_string(value))
-        elif value is None:
-            out.append("null")
-        elif isinstance(value, bool):
-            out.append("true" if value else "false")
-        elif isinstance(value, int):
-            out.append(_integer(value))
-        elif isinstance(value, float):
-            out.append(_go_float(value))
-        elif isinstance(value, dict | list | tuple):
-            ident = id(value)
-            if ident in on_path:
-                _unencodable(f"unsupported value: encountered a cycle via {type(value).__name__}")
-            on_path.add(ident)
-            if isinstance(value, dict):
-                out.append("{")
-                stack.append(_Open(iter(value.items()), True, ident))
-            else:
-                out.append("[")
-                stack.append(_Open(iter(value), False, ident))
-        else:
-            _unencodable(f"unsupported type: {type(value).__name__}")
-        while stack:  # the next value, closing what is finished
-            top = stack[-1]
-            try:
-                item = next(top.items)
-            except StopIteration:
-                stack.pop()
-                on_path.discard(top.ident)
-                out.append("}" if top.is_object else "]")
-                continue
-            if top.started:
-                out.append(",")
-            top.started = True
-            if top.is_object:
-                key, value = item
-                out.append(_key(key))
-                out.append(":")
-            else:
-                value = item
-            break
-        else:
-            break
-    text = "".join(out)
-    if _SURROGATE.search(text):  # only inside strings; UTF-8 cannot carry them
-        text = _SURROGATE.sub(lambda _: "\\ufffd", text)
-    return text.encode("utf-8")
 
 
 def _html_escape(payload: bytes) -> bytes:
@@ -304,7 +167,7 @@ def emit(w: _Writer, obj: Any) -> None:
     be serialised raises :class:`PayloadEncodeError` and writes nothing. A write
     that reports fewer bytes than it was given raises :class:`ShortWriteError`.
     """
-    _write(w, framed(_marshal(obj)))
+    _write(w, framed(marshal(obj)))
 
 
 def emit_chunk(w: _Writer, obj: Any) -> None:
@@ -314,7 +177,7 @@ def emit_chunk(w: _Writer, obj: Any) -> None:
     marker anywhere in a line, so a chunk after an unfinished diagnostic is still
     read, and a newline would only add an empty line to the output a person sees.
     """
-    _write(w, chunk_line(_marshal(obj)))
+    _write(w, chunk_line(marshal(obj)))
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -435,68 +298,16 @@ def chunk_payload(line: bytes | str) -> bytes | None:
     return data[at + len(_CHUNK) :].strip()
 
 
-def _refuse_constant(name: str) -> NoReturn:
-    raise ValueError(f"invalid literal {name}: JSON has no NaN or Infinity")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"number {text} is out of the range of a float")
-    return value
-
-
-def _replace_surrogates(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
-
-
-def _without_surrogates(value: Any) -> Any:
-    """``value`` (fresh from json.loads) with each surrogate in its strings, keys
-    included, as U+FFFD; changed in place, iteratively (it may nest deeply)."""
-    if isinstance(value, str):
-        return _replace_surrogates(value)
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            for index, element in enumerate(item):
-                if isinstance(element, str):
-                    item[index] = _replace_surrogates(element)
-                elif isinstance(element, list | dict):
-                    stack.append(element)
-        elif isinstance(item, dict):
-            if any(_SURROGATE.search(key) for key in item):
-                pairs = list(item.items())
-                item.clear()
-                item.update((_replace_surrogates(key), element) for key, element in pairs)
-            for key, element in item.items():
-                if isinstance(element, str):
-                    item[key] = _replace_surrogates(element)
-                elif isinstance(element, list | dict):
-                    stack.append(element)
-    return value
-
-
-def _decode(payload: bytes) -> Any:
-    """``payload`` decoded as Go's decoder reads it: each invalid UTF-8 byte and each
-    escaped lone surrogate in a string is U+FFFD; NaN, Infinity and numbers beyond a
-    float are refused."""
-    text = payload.decode("utf-8", "surrogateescape")  # an invalid byte: one surrogate
-    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
-        value = _without_surrogates(value)
-    return value
-
-
 def unmarshal(buf: bytes) -> Any:
-    """Extract the payload from ``buf`` and decode it as JSON (:func:`_decode`).
+    """Extract the payload from ``buf`` and decode it as JSON as Go reads it
+    (:func:`simulator.clijson_codec.decode`).
 
     Raises :class:`FrameError`: what :func:`extract` raises, or
     :class:`PayloadDecodeError` when the payload does not decode.
     """
     payload = extract(buf)
     try:
-        return _decode(payload)
+        return decode(payload)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, a refused number
         reason = "exceeded max depth" if isinstance(exc, RecursionError) else str(exc)
         head = _one_line(buf)

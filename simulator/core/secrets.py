@@ -1,13 +1,13 @@
 """Secrets kept out of what the simulator itself writes or answers.
 
-Owns what counts as an API key and how it is hidden, two ways:
+Owns how an API key is hidden, two ways:
 
 - **By name.** The value of every key whose name, decoded, ends in ``api_key`` in any
-  case (``llm_api_key``, ``LLM_API_KEY``, ``llm_\\u0061pi_key``, ``llm_api_\\u212aey``
-  with the Kelvin sign Go folds into ``k``: every spelling Go's decoder may take for
-  the field), and the ``value`` and ``initial`` of a config field whose ``json_key``
-  names one. Found in decoded JSON (:func:`redact`) and in text, JSON or not (a cut
-  line, single quotes, a JSON string holding JSON, ``api_key=`` in a URL).
+  case and any spelling Go's decoder may take for the field, and the ``value`` and
+  ``initial`` of a config field whose ``json_key`` names one (what names a key, and
+  where its value is, are :mod:`simulator.core.keynames`'). Hidden in decoded JSON
+  (:func:`redact`) and in text, JSON or not (a cut line, single quotes, a JSON string
+  holding JSON, ``api_key=`` in a URL).
 - **By value.** :class:`Secrets`, the keys one session knows (the world's, HOME's
   ``config.yaml``'s, every one a line named), each replaced wherever it occurs in any
   JSON spelling (:mod:`simulator.core.spellings`: raw, ``\\uXXXX`` in either case,
@@ -51,25 +51,26 @@ from typing import Any, Final
 import msgspec
 
 from simulator.core.envelope import encode_vm
-from simulator.core.spellings import levels, spelled, spelling, unescape
+from simulator.core.keynames import (
+    FIELD_KEYS,
+    MARKS_TEXT,
+    REDACTED,
+    UNDERSCORE_K,
+    VALUE_GROUPS,
+    hidden,
+    holds_name,
+    is_key_name,
+    key_value,
+    named_values,
+)
+from simulator.core.spellings import levels, spelled, unescape
 
 __all__ = ["MAX_LEARNED", "MIN_LENGTH", "REDACTED", "Secrets", "redact", "redact_line"]
 
-REDACTED: Final = "***"
 MIN_LENGTH: Final = 4
 """The shortest value looked for in free text (see the module docstring)."""
 
 _R: Final = REDACTED.encode()
-_FIELD_KEYS: Final = ("value", "initial")
-_NAME: Final = "api_key"
-_KELVIN: Final = "\u212a".encode()
-"""Go folds the Kelvin sign into ``k`` when it matches a key to a field."""
-_MARKS: Final = (b"\\u", b"_k", b"_K", b"_" + _KELVIN)
-"""A name that ends in ``api_key`` holds one of these however it is spelled (no short
-escape spells one of its letters: ``\\"`` in an error text is no mark)."""
-_MARKS_TEXT: Final = tuple(mark.decode() for mark in _MARKS)
-_UNDERSCORE_K: Final = re.compile(b"_(?:[kK]|" + re.escape(_KELVIN) + b")")
-"""The marks but ``\\u``, in one search (it skips from ``_`` to ``_``)."""
 _SHORT_ESCAPED: Final = frozenset('"\\/\b\f\n\r\t')
 """What a short escape spells: a value holding one is marked by any backslash."""
 _DECODER: Final = msgspec.json.Decoder()
@@ -77,79 +78,14 @@ _ADDING: Final = threading.Lock()
 """Held while a value is added: the recorder's threads share one registry."""
 
 
-# -- by name, in text ------------------------------------------------------------------
-
-_QUOTE: Final = rb"""\\*["']"""
-
-
-def _quoted(prefix: str) -> bytes:
-    """A quoted value: its quote (``"``, ``'``, behind backslashes inside a JSON
-    string) and what follows up to the same quote, or to the end of a cut line."""
-    q, v = f"{prefix}q".encode(), f"{prefix}v".encode()
-    return b"(?P<" + q + b">" + _QUOTE + b")(?P<" + v + rb">(?:(?!(?P=" + q + rb"))(?:[^\\]|\\.))+)"
-
-
-def _bare(prefix: str) -> bytes:
-    """A bare word, not null, true or false."""
-    group = f"{prefix}b".encode()
-    return b"(?P<" + group + rb""">(?!(?:null|true|false)\b)[^\s"',;:{}\[\]&#\\]+)"""
-
-
-@functools.cache
-def _key_value() -> re.Pattern[bytes]:
-    """A name that ends in ``api_key`` (any case, any spelling), its closing quote,
-    ``:`` or ``=``, and its value: quoted, or a bare word. A name without quotes takes
-    a bare word only after ``=`` (``?api_key=...``): after ``:`` it is prose
-    (``llm_api_key: expected ...``)."""
-    forms = {char: [char, char.upper()] if char.isalpha() else [char] for char in _NAME}
-    forms["k"].append(_KELVIN.decode())
-    name = b"".join(spelling(*forms[char]) for char in _NAME)
-    return re.compile(
-        name
-        + b"(?:"
-        + (_QUOTE + rb"\s*[:=]\s*(?:" + _quoted("") + b"|" + _bare("") + b")")
-        + (rb"|\s*=\s*(?:" + _quoted("e") + b"|" + _bare("e") + b")")
-        + (rb"|\s*:\s*" + _quoted("c"))
-        + b")",
-        re.S,
-    )
-
-
-_VALUE_GROUPS: Final = (("v", "q"), ("b", ""), ("ev", "eq"), ("eb", ""), ("cv", "cq"))
-"""The groups of :func:`_key_value` a value may be in, each with its quote's."""
-
-
-def _holds_name(flat: bytes) -> bool:
-    """Whether ``flat`` (a level of its escapes undone) may hold a name ending in
-    ``api_key``."""
-    if b"_k" not in flat and b"_K" not in flat and _KELVIN not in flat:
-        return False
-    return _NAME.encode() in flat.lower().replace(_KELVIN, b"k")
-
-
-# -- by name, in decoded JSON ------------------------------------------------------------
-
-
-def _secret_name(key: object) -> bool:
-    return isinstance(key, str) and key.lower().endswith(_NAME)
-
-
-def _hide(value: Any) -> Any:
-    """``value`` (a secret key's) with every non-empty string in it hidden."""
-    if isinstance(value, str):
-        return REDACTED if value else value
-    if isinstance(value, list):
-        return [_hide(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _hide(item) for key, item in value.items()}
-    return value
+# -- by name -------------------------------------------------------------------------------
 
 
 def redact(value: Any) -> Any:
     """``value`` (decoded JSON) with the value of every API key it names hidden, a
     string that holds a key and its value as text included; a new object."""
     if isinstance(value, str):
-        if not _marked_text(value, _MARKS_TEXT):
+        if not _marked_text(value, MARKS_TEXT):
             return value
         data = value.encode("utf-8", "surrogatepass")
         return redact_line(data).decode("utf-8", "surrogatepass")
@@ -157,33 +93,11 @@ def redact(value: Any) -> Any:
         return [redact(item) for item in value]
     if not isinstance(value, dict):
         return value
-    field = _secret_name(value.get("json_key"))
+    field = is_key_name(value.get("json_key"))
     return {
-        key: _hide(item) if _secret_name(key) or (field and key in _FIELD_KEYS) else redact(item)
+        key: hidden(item) if is_key_name(key) or (field and key in FIELD_KEYS) else redact(item)
         for key, item in value.items()
     }
-
-
-def _collect(value: Any, found: list[str]) -> None:
-    """Into ``found``: the strings ``value`` holds under a secret key's name."""
-    if isinstance(value, list):
-        for item in value:
-            _collect(item, found)
-    elif isinstance(value, dict):
-        field = _secret_name(value.get("json_key"))
-        for key, item in value.items():
-            if _secret_name(key) or (field and key in _FIELD_KEYS):
-                _strings(item, found)
-            else:
-                _collect(item, found)
-
-
-def _strings(value: Any, found: list[str]) -> None:
-    if isinstance(value, str):
-        found.append(value)
-    elif isinstance(value, list | dict):
-        for item in value.values() if isinstance(value, dict) else value:
-            _strings(item, found)
 
 
 # -- by value ------------------------------------------------------------------------------
@@ -202,7 +116,7 @@ class _Known:
         self.escape = b"\\" if any(_SHORT_ESCAPED.intersection(v) for v in self.values) else b"\\u"
         """The mark of an escaped value: ``\\u``, or any backslash when a value holds
         what a short escape spells."""
-        self.needles_text = (self.escape.decode(), *_MARKS_TEXT[1:], *self.values)
+        self.needles_text = (self.escape.decode(), *MARKS_TEXT[1:], *self.values)
         self._pattern: re.Pattern[bytes] | None = None
 
     def pattern(self) -> re.Pattern[bytes]:
@@ -237,9 +151,9 @@ def _holds(line: bytes, needles: tuple[bytes, ...]) -> bool:
 
 
 def _marked(line: bytes, plain: tuple[bytes, ...] = (), escape: bytes = b"\\u") -> bool:
-    """Whether ``line`` holds a mark of a name (:data:`_MARKS`), of an escaped value
-    (``escape``) or one of ``plain``."""
-    if line.find(escape) >= 0 or _UNDERSCORE_K.search(line) is not None:
+    """Whether ``line`` holds a mark of a name (:mod:`simulator.core.keynames`' marks),
+    of an escaped value (``escape``) or one of ``plain``."""
+    if line.find(escape) >= 0 or UNDERSCORE_K.search(line) is not None:
         return True
     return _holds(line, plain)
 
@@ -316,7 +230,7 @@ class Secrets:
             return line
         names = values = False
         for level in levels(line):  # the line, then its escapes undone level by level
-            names = names or _holds_name(level)
+            names = names or holds_name(level)
             values = values or _holds(level, known.plain)
         out = self._by_name(line) if names else line
         if values or self._known is not known:
@@ -348,13 +262,13 @@ class Secrets:
     def _by_name(self, line: bytes) -> bytes:
         """The values keys name, hidden: where the text shows them, then what only
         decoded JSON shows (a config field's ``value``, a key whose value is a list)."""
-        out, hidden = _key_value().subn(self._hide_match, line)
+        out, hidden = key_value().subn(self._hide_match, line)
         if not hidden:
             out = line
         found: list[str] = []
         try:
             doc = _DECODER.decode(out)
-            _collect(doc, found)
+            named_values(doc, found)
         except (msgspec.DecodeError, RecursionError):
             return out
         short = False
@@ -370,7 +284,7 @@ class Secrets:
         return out
 
     def _hide_match(self, match: re.Match[bytes]) -> bytes:
-        group, quote = next(pair for pair in _VALUE_GROUPS if match.group(pair[0]) is not None)
+        group, quote = next(pair for pair in VALUE_GROUPS if match.group(pair[0]) is not None)
         raw = match.group(group)
         if raw == _R:
             return match.group(0)

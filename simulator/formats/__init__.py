@@ -8,7 +8,10 @@ and nothing about where they live or when they are written:
 - :mod:`~simulator.formats.gojson`: JSON as Go's ``encoding/json`` indents and escapes it;
 - :mod:`~simulator.formats.ids`: version ids, slugs, Go's timestamps, plain names;
 - :mod:`~simulator.formats.wiki`: ``wiki.json``, the ``current`` pointer, page files;
-- :mod:`~simulator.formats.config`: ``config.yaml``, read bounded, saved round-trip;
+- :mod:`~simulator.formats.config`: ``config.yaml``, read bounded, saved round-trip
+  (:mod:`~simulator.formats.config_edit`), with YAML as Go's yaml.v3 reads and writes it
+  (:mod:`~simulator.formats.yamlv3`) and a three-way merge by lines
+  (:mod:`~simulator.formats.linemerge`);
 - :mod:`~simulator.formats.login`: ``login.json``;
 - :mod:`~simulator.formats.log`: a line of ``log/zread.log``.
 

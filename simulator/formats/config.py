@@ -8,20 +8,9 @@ decoder (:func:`read_config`, :func:`config_values`), the one encoder
 Must not: do I/O (the store reads and writes the file), read the clock, or import
 anything above :mod:`simulator.core`.
 
-Reading is PyYAML's: ~30 ms to import (done on first use, not at module import) and a
-parser in C (libyaml). Only ``true``/``false`` are booleans (YAML 1.2, as Go's
-``gopkg.in/yaml.v3`` reads them), so ``language: no`` stays the string ``no``.
-
-Every read is bounded before a Python object is built, in one pass over the parser's
-events: at most ``LIMITS["config.yaml"]`` bytes (64 KiB); collections nested at most
-:data:`~simulator.formats.bounds.MAX_NESTING` deep, aliases expanded (an alias counts
-as deep as the node it names); no alias inside the node it names (a recursive alias,
-which would build a cyclic object); and aliases adding at most :data:`MAX_ALIAS_NODES`
-nodes to what is written (the "billion laughs", nine levels of nine aliases each, is a
-few hundred bytes and 10^9 nodes expanded). The nodes written are bounded by the size,
-so the document a reader walks is bounded too. The pass counts and never expands: each
-anchored node's expanded size and height are recorded when it ends, and an alias adds
-them. Past a bound: :class:`ConfigFileError`, one line naming the limit.
+Reading and writing YAML, bounded, is :mod:`simulator.formats.yamlv3`'s (PyYAML read
+and written as Go's ``gopkg.in/yaml.v3`` does, imported on first use); a read past one
+of its bounds is :class:`ConfigFileError`, one line naming the limit.
 
 Writing a new file (:func:`encode_config`) is done as yaml.v3 writes it: 4-space
 indent, lists indented under their key, double quotes only where a string needs
@@ -34,12 +23,11 @@ Saving over an existing file, keeping what the user wrote, is
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, cast
 
-from simulator.formats.bounds import MAX_NESTING, FormatError, check_size
+from simulator.formats.bounds import FormatError
+from simulator.formats.yamlv3 import DEFAULT_INDENT, MAX_ALIAS_NODES, dump, load
 
 __all__ = [
     "CONFIG_KEYS",
@@ -59,13 +47,6 @@ __all__ = [
 
 KIND: Final = "config.yaml"
 """The file's name in messages and its key in :data:`~simulator.formats.bounds.LIMITS`."""
-
-MAX_ALIAS_NODES: Final = 10_000
-"""The most nodes aliases may add to a config.yaml once expanded (zread's own file has
-no alias at all)."""
-
-DEFAULT_INDENT: Final = 4
-"""yaml.v3's indentation, for a file that shows none."""
 
 
 class ConfigFileError(FormatError):
@@ -114,155 +95,13 @@ def default_config() -> dict[str, Any]:
 # -- reading -------------------------------------------------------------------------------
 
 
-@functools.cache
-def _yaml() -> tuple[type[Any], type[Any]]:
-    """The loader and dumper classes (PyYAML imported on first use)."""
-    import yaml
-
-    base: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Loader(base):  # type: ignore[misc]
-        """The safe loader (libyaml's parser when there is one) with YAML 1.2's
-        booleans: ``true``/``false`` only."""
-
-    Loader.yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool",
-        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-        list("tTfF"),
-    )
-
-    class Dumper(yaml.SafeDumper):
-        """yaml.v3's look: double quotes where quoting is needed, lists indented."""
-
-        def choose_scalar_style(self) -> str:
-            style: str = super().choose_scalar_style()
-            return '"' if style == "'" else style
-
-        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-            super().increase_indent(flow, False)
-
-    return Loader, Dumper
-
-
-def _not_yaml(err: Exception) -> ConfigFileError:
-    """PyYAML's error as one line of the simulator's."""
-    import yaml
-
-    if isinstance(err, yaml.reader.ReaderError):
-        return ConfigFileError(f"{KIND}: not valid YAML: at byte {err.position}: {err.reason}")
-    problem = getattr(err, "problem", None)
-    mark = getattr(err, "problem_mark", None)
-    if problem and mark is not None:
-        context = getattr(err, "context", None)
-        what = f"{context}: {problem}" if context else problem
-        where = f"line {mark.line + 1}, column {mark.column + 1}"
-        return ConfigFileError(f"{KIND}: not valid YAML: {where}: {' '.join(what.split())}")
-    return ConfigFileError(f"{KIND}: not valid YAML: {' '.join(str(err).split())}")
-
-
-def _too_deep() -> ConfigFileError:
-    return ConfigFileError(f"{KIND}: nested deeper than {MAX_NESTING} levels, the limit for {KIND}")
-
-
-def _check_bounds(data: bytes) -> None:
-    """:class:`ConfigFileError` unless ``data`` keeps every bound of a config.yaml
-    (size, nesting with aliases expanded, no recursive alias, the nodes aliases add),
-    or is not YAML. One pass over the parser's events; nothing is built or expanded."""
-    import yaml
-    from yaml import events
-
-    try:
-        check_size(data, KIND)
-    except FormatError as err:
-        raise ConfigFileError(str(err)) from None
-    loader, _ = _yaml()
-    starts = (events.MappingStartEvent, events.SequenceStartEvent)
-    ends = (events.MappingEndEvent, events.SequenceEndEvent)
-    open_sizes: list[list[int]] = []  # [nodes, height] of each collection not yet ended
-    open_anchors: list[str | None] = []  # the anchor of each, in the same order
-    ended: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, height), expanded
-    added = 0  # nodes the aliases add
-    parsed: Iterator[Any] = yaml.parse(data, Loader=loader)
-    try:
-        for event in parsed:
-            kind = type(event)
-            if kind is events.ScalarEvent:
-                nodes, height = 1, 0
-                if event.anchor is not None:
-                    ended[event.anchor] = (1, 0)
-            elif kind in starts:
-                if len(open_sizes) >= MAX_NESTING:
-                    raise _too_deep()
-                open_sizes.append([1, 0])
-                open_anchors.append(event.anchor)
-                continue
-            elif kind in ends:
-                nodes, height = open_sizes.pop()
-                height += 1
-                anchor = open_anchors.pop()
-                if anchor is not None:
-                    ended[anchor] = (nodes, height)
-            elif kind is events.AliasEvent:
-                nodes, height = _alias_size(event, open_anchors, ended, len(open_sizes))
-                added += nodes
-                if added > MAX_ALIAS_NODES:
-                    raise ConfigFileError(
-                        f"{KIND}: aliases expand to more than {MAX_ALIAS_NODES:,} nodes, "
-                        f"the limit for {KIND}"
-                    )
-            elif kind is events.DocumentStartEvent:
-                ended.clear()  # anchors are local to a document
-                continue
-            else:
-                continue
-            if open_sizes:
-                parent = open_sizes[-1]
-                parent[0] += nodes
-                if height > parent[1]:
-                    parent[1] = height
-    except yaml.YAMLError as err:
-        raise _not_yaml(err) from None
-
-
-def _alias_size(
-    event: Any, open_anchors: list[str | None], ended: dict[str, tuple[int, int]], depth: int
-) -> tuple[int, int]:
-    """(nodes, height) an alias stands for, expanded; :class:`ConfigFileError` for an
-    alias inside the node it names, one that names no anchor, or one that nests past
-    :data:`~simulator.formats.bounds.MAX_NESTING` at ``depth``."""
-    name = event.anchor
-    mark = event.start_mark
-    where = f"line {mark.line + 1}, column {mark.column + 1}"
-    if name in open_anchors:
-        raise ConfigFileError(
-            f"{KIND}: {where}: alias *{name} is inside the node it names: "
-            "recursive aliases are not allowed"
-        )
-    if name not in ended:
-        raise ConfigFileError(f"{KIND}: not valid YAML: {where}: alias *{name} names no anchor")
-    nodes, height = ended[name]
-    if depth + height > MAX_NESTING:
-        raise _too_deep()
-    return nodes, height
-
-
 def read_config(data: bytes) -> dict[str, Any]:
     """A config.yaml's document: a mapping (an empty file is an empty one), or
     :class:`ConfigFileError` naming the problem or the bound it goes past."""
-    import yaml
-
-    _check_bounds(data)
-    loader, _ = _yaml()
     try:
-        doc = yaml.load(data, Loader=loader)  # a subclass of (C)SafeLoader
-    except yaml.YAMLError as err:
-        raise _not_yaml(err) from None
-    except ValueError:  # a value PyYAML cannot build: int() refused an integer's digits
-        raise ConfigFileError(f"{KIND}: a number has too many digits to read") from None
+        doc = load(data, KIND)
+    except FormatError as err:
+        raise ConfigFileError(str(err)) from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -376,19 +215,7 @@ def encode_config(doc: Mapping[str, Any]) -> bytes:
     """config.yaml's bytes in zread's layout: its keys in its order (the others after),
     nested maps indented by 4 spaces, strings quoted only when they must be, with
     double quotes, non-ASCII raw, no line wrapping."""
-    import yaml
-
-    _, dumper = _yaml()
-    text: str = yaml.dump(
-        _ordered(doc),
-        Dumper=dumper,
-        indent=DEFAULT_INDENT,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=1 << 30,
-    )
-    return text.encode()
+    return dump(_ordered(doc)).encode()
 
 
 def needs_quotes(value: str) -> bool:

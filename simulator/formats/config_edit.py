@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from simulator.formats.bounds import BOM, MAX_NESTING, FormatError, check_size
@@ -65,6 +65,7 @@ from simulator.formats.config import (
     read_config,
     update_config,
 )
+from simulator.formats.linemerge import merge
 
 __all__ = ["save_config"]
 
@@ -138,7 +139,7 @@ def _round_trips(old: bytes, changes: Mapping[str, str | int]) -> list[bytes]:
     if base is None:  # no document at all: comments or nothing
         added = encode_config(update_config({}, {k: str(v) for k, v in changes.items()}))
         return [restore(text + added.decode())]
-    merged = _merge(text, base, theirs)
+    merged = merge(text, base, theirs)
     return [restore(new) for new in (merged, theirs) if new is not None]
 
 
@@ -179,13 +180,36 @@ def _ruamel_edit(text: str, changes: Mapping[str, str | int]) -> tuple[str | Non
 def _indents(doc: Any) -> tuple[int, int, int]:
     """The file's indentation as ruamel's ``indent()`` takes it: (mapping, sequence,
     offset), from the first block map and the first block list written under a key."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.comments import CommentedMap
 
     mapping: int | None = None
     sequence: int | None = None
     offset: int | None = None
+    for value, column in _nested_blocks(doc):
+        if isinstance(value, CommentedMap):
+            if mapping is None and value.lc.col > column:
+                mapping = value.lc.col - column
+        elif sequence is None:
+            item_column = value.lc.item(0)[1]
+            if value.lc.col >= column and item_column >= value.lc.col + 2:
+                offset = value.lc.col - column
+                sequence = item_column - column
+        if mapping is not None and sequence is not None:
+            break
+    if mapping is None:
+        mapping = DEFAULT_INDENT
+    if sequence is None or offset is None:
+        sequence, offset = mapping + 2, mapping
+    return mapping, sequence, offset
+
+
+def _nested_blocks(doc: Any) -> Iterator[tuple[Any, int]]:
+    """Each block map or list, not empty, written under a key of a block map (below
+    that key's line), with the key's column; breadth first from ``doc``."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
     todo: deque[Any] = deque([doc])
-    while todo and (mapping is None or sequence is None):
+    while todo:
         node = todo.popleft()
         if isinstance(node, CommentedSeq):
             todo.extend(item for item in node if isinstance(item, CommentedMap | CommentedSeq))
@@ -197,25 +221,22 @@ def _indents(doc: Any) -> tuple[int, int, int]:
             if not isinstance(value, CommentedMap | CommentedSeq) or not value:
                 continue
             todo.append(value)
-            try:
-                line, column = node.lc.key(key)
-            except (KeyError, TypeError):  # a key merged in from elsewhere
-                continue
-            if value.fa.flow_style() or value.lc.line is None or value.lc.line <= line:
-                continue  # a flow collection, or one written elsewhere (an alias)
-            if isinstance(value, CommentedMap) and mapping is None:
-                if value.lc.col > column:
-                    mapping = value.lc.col - column
-            elif isinstance(value, CommentedSeq) and sequence is None:
-                item_column = value.lc.item(0)[1]
-                if value.lc.col >= column and item_column >= value.lc.col + 2:
-                    offset = value.lc.col - column
-                    sequence = item_column - column
-    if mapping is None:
-        mapping = DEFAULT_INDENT
-    if sequence is None or offset is None:
-        sequence, offset = mapping + 2, mapping
-    return mapping, sequence, offset
+            column = _key_column(node, key, value)
+            if column is not None:
+                yield value, column
+
+
+def _key_column(node: Any, key: Any, value: Any) -> int | None:
+    """The column of ``key`` in the block map ``node``, when its ``value`` is a block
+    collection written on the lines below it; None when the value is a flow collection,
+    is written elsewhere (an alias) or the key was merged in from elsewhere."""
+    try:
+        line, column = node.lc.key(key)
+    except (KeyError, TypeError):  # a key merged in from elsewhere
+        return None
+    if value.fa.flow_style() or value.lc.line is None or value.lc.line <= line:
+        return None  # a flow collection, or one written elsewhere (an alias)
+    return int(column)
 
 
 def _set(doc: Any, path: tuple[str, ...], value: str | int) -> bool:
@@ -328,59 +349,3 @@ def _move_comment(node: Any, previous: Any, key: Any) -> None:
         target.ca.items[target_key] = [None, None, moved, None]
     else:
         target.ca.items[target_key] = [moved, None, None, None]
-
-
-def _merge(ours: str, base: str, theirs: str) -> str | None:
-    """``ours`` with the lines that differ between ``base`` and ``theirs`` changed as
-    they changed there; None when a changed line of ``base`` is not in ``ours`` as it is
-    (the user's line differs from ruamel's) or an added line has no place."""
-    mine = ours.splitlines(keepends=True)
-    old = base.splitlines(keepends=True)
-    new = theirs.splitlines(keepends=True)
-    found: dict[int, int] = {}  # a line of base -> the same line in ours
-    for tag, i1, i2, j1, j2 in _opcodes(old, mine):
-        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-            # equal, or normalized line for line by ruamel (`~` for null, one space)
-            found.update(zip(range(i1, i2), range(j1, j2), strict=True))
-    edits: list[tuple[int, int, list[str]]] = []
-    for tag, i1, i2, j1, j2 in _opcodes(old, new):
-        if tag == "equal":
-            continue
-        if i1 < i2:
-            start = found.get(i1)
-            if start is None or any(found.get(i) != start + i - i1 for i in range(i1, i2)):
-                return None
-            end = start + i2 - i1
-        elif i1 - 1 in found:
-            start = end = found[i1 - 1] + 1
-        elif i1 in found:
-            start = end = found[i1]
-        else:
-            return None
-        edits.append((start, end, new[j1:j2]))
-    for start, end, lines in reversed(edits):
-        mine[start:end] = lines
-    return "".join(mine)
-
-
-def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
-    """difflib's opcodes from ``a`` to ``b``, the common head and tail taken off first
-    (the two are mostly the same, and difflib is slow on many equal lines)."""
-    import difflib
-
-    head = 0
-    limit = min(len(a), len(b))
-    while head < limit and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
-        tail += 1
-    codes: list[tuple[str, int, int, int, int]] = []
-    if head:
-        codes.append(("equal", 0, head, 0, head))
-    middle = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail])
-    for tag, i1, i2, j1, j2 in middle.get_opcodes():
-        codes.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
-    if tail:
-        codes.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
-    return codes

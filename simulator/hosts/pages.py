@@ -39,36 +39,57 @@ def project_sources(project: Path) -> list[tuple[str, int]]:
     budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
     top = len(project.parts)
     for root, dirs, files in os.walk(project):
-        if len(Path(root).parts) - top >= _MAX_DEPTH:
-            dirs[:] = []  # deeper is not walked (os.walk recurses on Python 3.11)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-        if root != str(project):  # a directory below is never a link (the project may be)
-            flags |= os.O_NOFOLLOW
-        try:
-            directory = os.open(root, flags)
-        except OSError:
+        dirs[:] = _walked(dirs, len(Path(root).parts) - top)
+        directory = _open_directory(root, below=root != str(project))
+        if directory is None:
             continue
         try:
             for name in sorted(files):
                 if budget[0] <= 0 or budget[1] <= 0 or len(found) >= _MAX_SOURCES:
                     return found
-                data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
-                budget[0] -= 1
-                if data is None:
-                    continue
-                budget[1] -= len(data)
-                if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
-                    continue
-                try:
-                    lines = len(data.decode("utf-8").splitlines())
-                except UnicodeDecodeError:
-                    continue
+                lines = _text_lines(directory, name, budget)
                 if lines:
                     found.append((Path(root, name).relative_to(project).as_posix(), lines))
         finally:
             os.close(directory)
     return found
+
+
+def _walked(dirs: list[str], depth: int) -> list[str]:
+    """The directories found at ``depth`` below the project that are walked, sorted:
+    none past the deepest, and no hidden or tool directory."""
+    if depth >= _MAX_DEPTH:
+        return []  # deeper is not walked (os.walk recurses on Python 3.11)
+    return sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+
+
+def _open_directory(root: str, *, below: bool) -> int | None:
+    """A descriptor of the directory ``root``, or None when it cannot be opened; one
+    ``below`` the project is never opened through a link (the project itself may be)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if below:
+        flags |= os.O_NOFOLLOW
+    try:
+        return os.open(root, flags)
+    except OSError:
+        return None
+
+
+def _text_lines(directory: int, name: str, budget: list[int]) -> int:
+    """The lines of the file ``name`` in ``directory``, 0 when it is not a text file a
+    page may cite (a link, binary, not UTF-8, too large, empty); what is read is taken
+    from ``budget`` (files, bytes)."""
+    data = dirfd.read_file(directory, name, _MAX_SOURCE_BYTES)
+    budget[0] -= 1
+    if data is None:
+        return 0
+    budget[1] -= len(data)
+    if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
+        return 0
+    try:
+        return len(data.decode("utf-8").splitlines())
+    except UnicodeDecodeError:
+        return 0
 
 
 class Keyed(tuple):  # type: ignore[type-arg]

@@ -158,6 +158,21 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
 
     With ``text``, that TOML is the scenario, and ``ref`` its name (nothing is read for
     it; what it extends is)."""
+    chain = _chain(ref, text)
+    merged: dict[str, Any] = {}
+    for _, data in reversed(chain):
+        merged = _merge(merged, data)
+    merged.pop("extends", None)
+    origin = chain[0][0]
+    scenario = _validated(merged, origin)
+    scenario.name = scenario.name or _name(ref, origin, text)
+    scenario.extends = chain[1][0] if len(chain) > 1 else ""
+    return scenario
+
+
+def _chain(ref: str, text: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """``(origin, data)`` of the scenario ``ref`` (``text`` when given) and of each one
+    it extends, nearest first; a scenario that comes back in its own chain is refused."""
     chain: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     base: str | None = None
@@ -172,17 +187,24 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
             raise ScenarioError(f"scenario {origin}: extends itself (cycle)")
         seen.add(identity)
         chain.append((origin, data))
-        parent = data.get("extends", DEFAULT if current != DEFAULT else "")
-        if not isinstance(parent, str):
-            raise ScenarioError(f"scenario {origin}: extends: expected a string")
-        from_file = not origin.startswith("built-in ")
-        base = os.path.dirname(origin) if from_file and _is_path(parent) else None
-        current = parent or None
-    merged: dict[str, Any] = {}
-    for _, data in reversed(chain):
-        merged = _merge(merged, data)
-    merged.pop("extends", None)
-    origin = chain[0][0]
+        current, base = _extended(origin, data, current)
+    return chain
+
+
+def _extended(origin: str, data: Mapping[str, Any], ref: str) -> tuple[str | None, str | None]:
+    """What the scenario ``ref``, read from ``origin``, extends (None: nothing), and the
+    directory a path to it is relative to (None: where the process runs)."""
+    parent = data.get("extends", DEFAULT if ref != DEFAULT else "")
+    if not isinstance(parent, str):
+        raise ScenarioError(f"scenario {origin}: extends: expected a string")
+    from_file = not origin.startswith("built-in ")
+    base = os.path.dirname(origin) if from_file and _is_path(parent) else None
+    return parent or None, base
+
+
+def _validated(merged: Mapping[str, Any], origin: str) -> Scenario:
+    """The merged tables as a :class:`Scenario`; :class:`ScenarioError` naming
+    ``origin``, the key and the reason when they are not one."""
     timing = merged.get("timing")
     if isinstance(timing, Mapping):  # msgspec names a dict's keys "[...]": check each here
         for delay_name, delay in timing.items():
@@ -193,14 +215,16 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
                 where = f"timing.{delay_name}" + (f".{key}" if key else "")
                 raise ScenarioError(f"scenario {origin}: {where}: {reason}") from None
     try:
-        scenario = msgspec.convert(merged, Scenario)
+        return msgspec.convert(merged, Scenario)
     except msgspec.ValidationError as err:
         key, reason = _explain(err)
         where = f"{key}: " if key else ""
         raise ScenarioError(f"scenario {origin}: {where}{reason}") from None
-    name = ref.removesuffix(".toml").rsplit("/", 1)[-1] if origin != f"built-in {ref}" else ref
-    if text is not None:
-        name = ref
-    scenario.name = scenario.name or name
-    scenario.extends = chain[1][0] if len(chain) > 1 else ""
-    return scenario
+
+
+def _name(ref: str, origin: str, text: str | None) -> str:
+    """The name of a scenario that gives none: ``ref`` for a built-in or a text, else
+    its file's name without ``.toml``."""
+    if text is not None or origin == f"built-in {ref}":
+        return ref
+    return ref.removesuffix(".toml").rsplit("/", 1)[-1]

@@ -177,36 +177,35 @@ class FaultPlan:
         ending ones (close_stdout, stop_reading, then exit or hang). An ``exit`` mid-line
         ends the event's bytes at its cut, and nothing follows it.
         """
-        self._events += 1
-        entered = vm_state != self._last_state
-        self._last_state = vm_state
-        if not self._faults:
-            return [Write(line)]
-        firing = [f for i, f in enumerate(self._faults) if self._fires(i, f, vm_state, entered)]
+        firing = self._firing(vm_state)
         if not firing:
             return [Write(line)]
         kinds = {f.kind: f for f in reversed(firing)}  # the first of each kind wins
         crash = kinds.get("exit")
         if crash is not None and crash.mid_line:
             return [Write(line[: self._cut(crash, line)]), Exit(crash.code)]
+        out = self._event(line, kinds)
+        for fault in firing:
+            out.extend(self._add(fault))
+        return out + _endings(kinds)
+
+    def _firing(self, vm_state: str) -> list[Fault]:
+        """The faults that fire at the next event, which shows ``vm_state``."""
+        self._events += 1
+        entered = vm_state != self._last_state
+        self._last_state = vm_state
+        return [f for i, f in enumerate(self._faults) if self._fires(i, f, vm_state, entered)]
+
+    def _event(self, line: bytes, kinds: dict[Kind, Fault]) -> list[Action]:
+        """The writes of the event itself: truncated, then duplicated, then split."""
         body = [line]
         if "truncate" in kinds:
             body = [line[: self._cut(kinds["truncate"], line)] + b"\n"]
         if "duplicate" in kinds:
             body = body * 2
-        out: list[Action] = []
-        for data in body:
-            out.extend(self._split(kinds["split"], data) if "split" in kinds else [Write(data)])
-        for fault in firing:
-            out.extend(self._add(fault))
-        for kind, action in (("close_stdout", CloseStdout()), ("stop_reading", StopReading())):
-            if kind in kinds:
-                out.append(action)
-        if crash is not None:
-            out.append(Exit(crash.code))
-        elif "hang" in kinds:
-            out.append(Hang())
-        return out
+        if "split" not in kinds:
+            return [Write(data) for data in body]
+        return [action for data in body for action in self._split(kinds["split"], data)]
 
     def _fires(self, index: int, fault: Fault, vm_state: str, entered: bool) -> bool:
         if fault.times and self._fired[index] >= fault.times:
@@ -243,3 +242,21 @@ class FaultPlan:
         if fault.kind == "invalid_utf8":
             return [Write(_INVALID_UTF8)]
         return []
+
+
+_CLOSINGS: tuple[tuple[Kind, Action], ...] = (
+    ("close_stdout", CloseStdout()),
+    ("stop_reading", StopReading()),
+)
+
+
+def _endings(kinds: dict[Kind, Fault]) -> list[Action]:
+    """The actions that end an event's faults, in their fixed order: close_stdout,
+    stop_reading, then exit or hang (an exit leaves no hang to carry out)."""
+    out = [action for kind, action in _CLOSINGS if kind in kinds]
+    crash = kinds.get("exit")
+    if crash is not None:
+        out.append(Exit(crash.code))
+    elif "hang" in kinds:
+        out.append(Hang())
+    return out

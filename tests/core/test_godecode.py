@@ -1,62 +1,22 @@
-"""Tests for simulator.core.godecode: Go's key folding, command members, params rewriting."""
+"""Tests for simulator.core.godecode: command members, the quick way, the plans kept."""
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 import msgspec
 import pytest
 
+from simulator.core import goassign
 from simulator.core.godecode import (
     MISSING,
     NOT_QUICK,
+    Plan,
     command_members,
     fold,
     normalise,
     plan_of,
 )
-
-
-@pytest.mark.parametrize(
-    ("key", "folded"),
-    [
-        ("type", "type"),
-        ("TYPE", "type"),
-        ("tYpE", "type"),
-        ("task_id", "task_id"),
-        ("TASK_ID", "task_id"),
-        ("\u212a", "k"),  # KELVIN SIGN
-        ("\u017f", "s"),  # LATIN SMALL LETTER LONG S
-        ("param\u017f", "params"),
-        ("ta\u017f\u212a_id", "task_id"),
-        ("\u0130", None),  # LATIN CAPITAL LETTER I WITH DOT ABOVE: not i
-        ("\u0131", None),  # LATIN SMALL LETTER DOTLESS I: not i
-        ("caf\u00e9", None),
-        ("\u0430", None),  # CYRILLIC SMALL LETTER A: not a
-        ("", ""),
-        ("a-b_C1", "a-b_c1"),
-    ],
-)
-def test_fold_is_gos_fold_for_ascii_names(key: str, folded: str | None) -> None:
-    assert fold(key) == folded
-
-
-def test_only_two_characters_outside_ascii_fold_into_ascii() -> None:
-    # Go's sweep of every rune finds U+017F and U+212A alone. Python's case mappings also
-    # take U+0130 and U+0131 to i and I, which Go's SimpleFold leaves alone ("has
-    # lower/upper but no case fold", unicode's own tests): no other character may.
-    into_ascii = set()
-    for code in range(0x80, 0x110000):
-        char = chr(code)
-        if unicodedata.category(char) in ("Cs", "Cn"):
-            continue
-        if fold(char) is not None:
-            into_ascii.add(char)
-        for other in (char.lower(), char.upper(), char.casefold()):
-            if len(other) == 1 and other.isascii() and other.isalpha():
-                assert char in ("\u212a", "\u017f", "\u0130", "\u0131"), hex(code)
-    assert into_ascii == {"\u212a", "\u017f"}
 
 
 @pytest.mark.parametrize(
@@ -87,36 +47,6 @@ class Sample(msgspec.Struct):
     seq: list[Inner] = msgspec.field(default_factory=list)
     loose: Any = None
     stamp: msgspec.Raw = msgspec.Raw(b"0")
-
-
-@pytest.mark.parametrize(
-    ("raw", "rewritten"),
-    [
-        (b"{}", b'{"word":"","inner":{"n":0}}'),
-        (b'{"WORD":"w","Inner":{"N":2,"x":1}}', b'{"word":"w","inner":{"n":2}}'),
-        (
-            b'{"table":{"A":"1"},"TABLE":{"b":null}}',
-            b'{"word":"","inner":{"n":0},"table":{"A":"1","b":""}}',
-        ),
-        (b'{"seq":[{},null]}', b'{"word":"","inner":{"n":0},"seq":[{"n":0},{"n":0}]}'),
-        (b'{"loose":[1.50,{"a":1,"a":2}]}', b'{"word":"","inner":{"n":0},"loose":[1.50,{"a":2}]}'),
-        (b'{"word":5}', b'{"word":5,"inner":{"n":0}}'),
-        (b"[1]", b"[1]"),
-        (b"null", b'{"word":"","inner":{"n":0}}'),
-    ],
-)
-def test_normalise_writes_what_go_would_assign(raw: bytes, rewritten: bytes) -> None:
-    assert normalise(raw, plan_of(Sample).plan) == rewritten
-
-
-def test_a_type_without_a_known_zero_is_left_to_msgspec() -> None:
-    class Odd(msgspec.Struct):
-        stamp: msgspec.Raw
-
-    assert normalise(b"{}", plan_of(Odd).plan) == b"{}"
-    assert plan_of(Odd).plan.zero() == {}
-    assert plan_of(Inner).plan.fields["n"].zero() == 0  # type: ignore[attr-defined]
-    assert plan_of(Odd).plan.fields["stamp"].zero() is MISSING  # type: ignore[attr-defined]
 
 
 def test_a_type_whose_structs_hold_structs_always_takes_gos_rules() -> None:
@@ -182,3 +112,17 @@ def test_the_quick_way_builds_a_keyword_only_struct() -> None:
     value = plan_of(KeywordsOnly).quick(b'{"name":"n"}')
     assert value == KeywordsOnly(name="n")
     assert type(value) is KeywordsOnly
+
+
+def test_the_rules_are_goassigns_and_a_plan_is_made_once_per_type() -> None:
+    assert (MISSING, Plan, fold, normalise) == (
+        goassign.MISSING,
+        goassign.Plan,
+        goassign.fold,
+        goassign.normalise,
+    )
+    plan = plan_of(Sample)
+    assert plan is plan_of(Sample)
+    assert normalise(b'{"WORD":"w"}', plan.plan) == normalise(
+        b'{"WORD":"w"}', goassign.plan_for(Sample)
+    )

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from simulator.formats import ids
-from simulator.scenario import wiki
+from simulator.scenario import wiki, wikiwords
 from simulator.scenario.world import LEVELS, PageSpec, Project, Settings, WikiVersion, World
 
 PROJECT = "acme/widget"
@@ -218,12 +218,9 @@ def test_slugs_and_version_ids_are_the_formats_ones() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("value", "language"),
-    [("zh", "zh"), ("zh-CN", "zh"), (" ZH_tw ", "zh"), ("en", "en"), ("fr", "en"), ("", "en")],
-)
-def test_wiki_language(value: str, language: str) -> None:
-    assert wiki.wiki_language(value) == language
+def test_the_languages_are_the_words_ones() -> None:
+    assert wiki.wiki_language is wikiwords.wiki_language
+    assert wiki.LANGUAGES is wikiwords.LANGUAGES == ("en", "zh")
 
 
 # -- sections, groups, levels ---------------------------------------------------------------
