@@ -25,14 +25,14 @@ from _common import pages_scenario, verdict
 
 from simulator.launch import build_session
 from simulator.scenario import load_scenario
-from simulator.tools.load import stats
+from simulator.tools.load import memory
 
 TARGET_KB = 26.0
 
 
 def rss_kb() -> int:
     """This process's RSS in kB (the load tool's reading: /proc, else psutil)."""
-    value = stats.rss_kb()
+    value = memory.rss_kb()
     if value is None:
         raise SystemExit("session_memory.py: this system tells no RSS (no /proc, no psutil)")
     return value

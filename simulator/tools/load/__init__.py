@@ -12,7 +12,8 @@ duration), in one of two modes, and ends with a summary:
   pipes; every transcript checked, each process's peak RSS sampled, lateness when the
   children report it.
 
-The summary (:mod:`simulator.tools.load.stats`) is printed as a table and written as JSON
+The summary (:mod:`simulator.tools.load.stats`; RSS read by
+:mod:`simulator.tools.load.memory`) is printed as a table and written as JSON
 (``--json``), with a time series per half second that ``--plot`` draws
 (:mod:`simulator.tools.plot`); summaries of several hosts merge into one (``--merge``,
 :mod:`simulator.tools.load.merge`); the command line is :mod:`simulator.tools.load.cli`,
@@ -28,16 +29,8 @@ from __future__ import annotations
 
 from simulator.tools.load.cli import PROG, format_summary, main, parse_args, run
 from simulator.tools.load.common import LoadConfig, LoadError
-from simulator.tools.load.stats import (
-    MAX_MESSAGES,
-    TICK,
-    GcPauses,
-    Histogram,
-    RssSampler,
-    Stats,
-    rss_kb,
-    status_kb,
-)
+from simulator.tools.load.memory import RssSampler, rss_kb, status_kb
+from simulator.tools.load.stats import MAX_MESSAGES, TICK, GcPauses, Histogram, Stats
 
 __all__ = [
     "MAX_MESSAGES",

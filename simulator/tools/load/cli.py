@@ -224,52 +224,67 @@ def _merge_main(argv: list[str]) -> tuple[dict[str, Any], str | None, str | None
     return merge(parts, names, "hosts"), args.json, args.plot
 
 
+def _load_main(argv: list[str]) -> tuple[dict[str, Any], str | None, str | None]:
+    """``load COMMAND ...``: the summary of the run, with its progress bar if asked for."""
+    from simulator.tools.load.progress import ProgressBar
+
+    config, json_path, plot_path = parse_args(argv)
+    if not config.progress:
+        return run(config), json_path, plot_path
+    bar = ProgressBar(sys.stderr, sessions=config.sessions, duration=config.duration, enabled=True)
+    try:
+        summary = run(config, bar)
+        if summary["series"]:  # where the run ended
+            done = summary["completed"] + summary["interrupted"] + summary["errors"]
+            bar.update_to(done, summary["series"][-1])
+    finally:
+        bar.close()
+    return summary, json_path, plot_path
+
+
+def _merging(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for ``--merge`` (before any ``--``: zread's flags)."""
+    return "--merge" in argv[: argv.index("--") if "--" in argv else len(argv)]
+
+
+def _write_files(summary: dict[str, Any], json_path: str | None, plot_path: str | None) -> None:
+    """Write the summary as JSON and its plot, where asked (OSError, PlotError if not)."""
+    from simulator.tools.plot import write_plot
+
+    if json_path is not None:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+    if plot_path is not None:
+        write_plot(summary, plot_path)
+
+
+def _failed(error: Exception, code: int) -> int:
+    """Say ``error`` in one line on stderr; ``code``."""
+    sys.stderr.write(f"{PROG}: {error}\n")
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m simulator load ...``; returns the exit code (2: a bad argument)."""
-    from simulator.tools.plot import PlotError, write_plot
+    from simulator.tools.plot import PlotError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["load"]:
         argv = argv[1:]
-    bar: ProgressBar | None = None
     try:
-        if "--merge" in argv[: argv.index("--") if "--" in argv else len(argv)]:
-            summary, json_path, plot_path = _merge_main(argv)
-        else:
-            from simulator.tools.load.progress import ProgressBar
-
-            config, json_path, plot_path = parse_args(argv)
-            if config.progress:
-                bar = ProgressBar(
-                    sys.stderr, sessions=config.sessions, duration=config.duration, enabled=True
-                )
-            try:
-                summary = run(config, bar)
-                if bar is not None and summary["series"]:  # where the run ended
-                    done = summary["completed"] + summary["interrupted"] + summary["errors"]
-                    bar.update_to(done, summary["series"][-1])
-            finally:
-                if bar is not None:
-                    bar.close()
+        summary, json_path, plot_path = (_merge_main if _merging(argv) else _load_main)(argv)
     except LoadError as error:
-        sys.stderr.write(f"{PROG}: {error}\n")
-        return 2
+        return _failed(error, 2)
     except SimulatorBug as error:  # a worker that died: its own last words are in it
-        sys.stderr.write(f"{PROG}: {error}\n")
-        return error.exit_code
+        return _failed(error, error.exit_code)
     except SystemExit as exit:  # --help
         return int(exit.code or 0)
     sys.stdout.write(format_summary(summary))
     try:
-        if json_path is not None:
-            with open(json_path, "w", encoding="utf-8") as f:
-                json.dump(summary, f, indent=1)
-                f.write("\n")
-        if plot_path is not None:
-            write_plot(summary, plot_path)
+        _write_files(summary, json_path, plot_path)
     except (OSError, PlotError) as error:
-        sys.stderr.write(f"{PROG}: {error}\n")
-        return 2
+        return _failed(error, 2)
     return 1 if summary["errors"] else 0
 
 
@@ -291,68 +306,83 @@ def _per_session(summary: dict[str, Any]) -> str:
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a readable table."""
+    rows = [
+        ("run", _run_row(summary)),
+        ("sessions", _sessions_row(summary)),
+        ("events", _events_row(summary)),
+        ("lateness", _lateness_row(summary)),
+        ("memory", _memory_row(summary)),
+        *((part["name"], _part_row(part)) for part in summary.get("parts") or []),
+        *(("error", message) for message in summary["error_messages"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "".join(f"{name:<{width}}  {text}\n" for name, text in rows)
+
+
+_MODES = {"inprocess": "in-process", "process": "processes"}
+"""How the table names a mode; any other is "mixed" (parts of both merged)."""
+
+
+def _run_row(summary: dict[str, Any]) -> str:
     args = " ".join([summary["command"], *summary["args"]])
-    mode = {"inprocess": "in-process", "process": "processes"}.get(summary["mode"], "mixed")
-    parts = summary.get("parts") or []
+    mode = _MODES.get(summary["mode"], "mixed")
     if summary.get("merged") == "hosts":
-        mode += f", {len(parts)} hosts merged"
+        mode += f", {len(summary.get('parts') or [])} hosts merged"
     elif summary.get("workers", 1) > 1:
         mode += f", {summary['workers']} workers"
-    rows = [
-        ("run", f"{args}, scenario {summary['scenario']}, speed {summary['speed']:g}, {mode}"),
-        (
-            "sessions",
-            f"{summary['sessions']} (completed {summary['completed']}, interrupted "
-            f"{summary['interrupted']}, errors {summary['errors']}), "
-            f"concurrency {summary['concurrency']}",
-        ),
-        (
-            "events",
-            f"{summary['events']:,} in {summary['seconds']:.2f} s = "
-            f"{summary['events_per_s']:,.0f} events/s ({summary['bytes'] / 1e6:,.1f} MB)",
-        ),
-    ]
+    return f"{args}, scenario {summary['scenario']}, speed {summary['speed']:g}, {mode}"
+
+
+def _sessions_row(summary: dict[str, Any]) -> str:
+    return (
+        f"{summary['sessions']} (completed {summary['completed']}, interrupted "
+        f"{summary['interrupted']}, errors {summary['errors']}), "
+        f"concurrency {summary['concurrency']}"
+    )
+
+
+def _events_row(summary: dict[str, Any]) -> str:
+    return (
+        f"{summary['events']:,} in {summary['seconds']:.2f} s = "
+        f"{summary['events_per_s']:,.0f} events/s ({summary['bytes'] / 1e6:,.1f} MB)"
+    )
+
+
+def _lateness_row(summary: dict[str, Any]) -> str:
     late = summary["lateness_ms"]
     if late is None:
         where = " in process mode" if summary["mode"] == "process" else ""
-        rows.append(("lateness", f"not measured{where}"))
-    else:
-        counted = f"{late['timer_events']:,} timer events"
-        if late.get("starts"):
-            counted += f", {late['starts']:,} starts against their schedule"
-        rows.append(("lateness", f"{_late(late)} ({counted})"))
-    if summary["mode"] != "process":
-        peak = summary.get("peak_rss_mb")
-        rss = "peak RSS not measured" if peak is None else f"peak RSS {peak:.1f} MB"
-        most = f"{summary.get('peak_live') or 0:,} live at once at most"
-        bound = summary.get("peak_live_sum")
-        if bound is not None and bound != summary.get("peak_live"):
-            most += f" (sampled each tick; the parts' own peaks add up to {bound:,})"
-        rows.append(("memory", f"{rss}, {_per_session(summary)}; {most}"))
-    else:
+        return f"not measured{where}"
+    counted = f"{late['timer_events']:,} timer events"
+    if late.get("starts"):
+        counted += f", {late['starts']:,} starts against their schedule"
+    return f"{_late(late)} ({counted})"
+
+
+def _memory_row(summary: dict[str, Any]) -> str:
+    if summary["mode"] == "process":
         each = summary.get("rss_per_process_mb")
-        text = (
-            "no sample"
-            if each is None
-            else (
-                f"RSS per process median {each['median']:.1f} MB, max {each['max']:.1f} MB "
-                f"({each['sampled']} sampled)"
-            )
+        if each is None:
+            return "no sample"
+        return (
+            f"RSS per process median {each['median']:.1f} MB, max {each['max']:.1f} MB "
+            f"({each['sampled']} sampled)"
         )
-        rows.append(("memory", text))
-    for part in parts:
-        kb = part.get("rss_per_session_kb")
-        memory = "" if kb is None else f", {kb:.1f} KB per live session"
-        rows.append(
-            (
-                part["name"],
-                f"{part['sessions']} sessions (errors {part['errors']}), "
-                f"{part.get('events_per_s') or 0:,.0f} events/s, "
-                f"lateness {_late(part.get('lateness_ms'))}, "
-                f"{part.get('peak_live') or 0:,} live at most{memory}",
-            )
-        )
-    for message in summary["error_messages"]:
-        rows.append(("error", message))
-    width = max(len(name) for name, _ in rows)
-    return "".join(f"{name:<{width}}  {text}\n" for name, text in rows)
+    peak = summary.get("peak_rss_mb")
+    rss = "peak RSS not measured" if peak is None else f"peak RSS {peak:.1f} MB"
+    most = f"{summary.get('peak_live') or 0:,} live at once at most"
+    bound = summary.get("peak_live_sum")
+    if bound is not None and bound != summary.get("peak_live"):
+        most += f" (sampled each tick; the parts' own peaks add up to {bound:,})"
+    return f"{rss}, {_per_session(summary)}; {most}"
+
+
+def _part_row(part: dict[str, Any]) -> str:
+    kb = part.get("rss_per_session_kb")
+    memory = "" if kb is None else f", {kb:.1f} KB per live session"
+    return (
+        f"{part['sessions']} sessions (errors {part['errors']}), "
+        f"{part.get('events_per_s') or 0:,.0f} events/s, "
+        f"lateness {_late(part.get('lateness_ms'))}, "
+        f"{part.get('peak_live') or 0:,} live at most{memory}"
+    )

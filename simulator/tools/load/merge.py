@@ -3,7 +3,7 @@
 Owns: :func:`merge` (summaries as ``load --json`` writes them to one summary of the
 same shape, with a row per part), :func:`read_summary` (a ``--json`` file, checked: a
 file that is no load summary is a :class:`~simulator.tools.load.common.LoadError` of
-one line) and :func:`part_row`.
+one line), :func:`part_row` and :func:`name_of` (a part's row and its name).
 
 How each figure merges: counts (sessions, outcomes, events, bytes, timer events, hub
 wake-ups, collections) are summed; maxima (lateness, collector pause, seconds) are the
@@ -119,41 +119,72 @@ def _sum(parts: Sequence[dict[str, Any]], key: str) -> Any:
     return sum(value or 0 for value in values)
 
 
+_SHARED = ("host", "command", "args", "scenario", "seed", "speed", "duration", "ramp")
+"""What the parts of one run have in common: taken from the first part."""
+
+
 def merge(parts: Sequence[dict[str, Any]], names: Sequence[str], kind: str) -> dict[str, Any]:
     """One summary of ``parts`` (named ``names``; ``kind`` is "workers" or "hosts")."""
     if not parts:
         raise LoadError("nothing to merge")
-    first = parts[0]
-    merged: dict[str, Any] = {
-        key: first.get(key)
-        for key in ("host", "command", "args", "scenario", "seed", "speed", "duration", "ramp")
-    }
-    modes = {part["mode"] for part in parts}
-    merged["mode"] = modes.pop() if len(modes) == 1 else "mixed"
+    merged: dict[str, Any] = {key: parts[0].get(key) for key in _SHARED}
+    merged["mode"] = _mode(parts)
     for key in ("concurrency", "sessions", "completed", "interrupted", "errors"):
         merged[key] = _sum(parts, key)
-    messages: list[str] = []
-    for name, part in zip(names, parts, strict=True):
-        prefix = f"{name}: " if kind == "hosts" else ""
-        messages += [prefix + message for message in part["error_messages"]]
-    merged["error_messages"] = messages[:MAX_MESSAGES]
-    merged["events"] = _sum(parts, "events")
-    merged["bytes"] = _sum(parts, "bytes")
-    seconds = max(part["seconds"] for part in parts)
-    merged["seconds"] = seconds
-    merged["events_per_s"] = round(merged["events"] / max(seconds, 1e-9), 1)
+    merged["error_messages"] = _messages(parts, names, kind)
+    merged.update(_throughput(parts))
     merged.update(_lateness(parts))
     merged["series"] = _series([part["series"] for part in parts])
-    live_at_once = max((point["live"] for point in merged["series"]), default=0)
-    peaks = [part.get("peak_live") for part in parts]
-    merged["peak_live"] = (
-        None if all(p is None for p in peaks) else max(live_at_once, *(p or 0 for p in peaks))
-    )
-    merged["peak_live_sum"] = _sum(parts, "peak_live")
+    merged.update(_peak_live(parts, merged["series"]))
     merged.update(_memory(parts))
     merged["gc"] = _gc(parts)
     merged["hub_wakeups"] = _sum(parts, "hub_wakeups")
     merged["cpu_s"] = _sum(parts, "cpu_s")
+    merged["per_session"] = _sessions(parts, names, kind)
+    merged["merged"] = kind
+    merged["parts"] = [part_row(n, p) for n, p in zip(names, parts, strict=True)]
+    return merged
+
+
+def _mode(parts: Sequence[dict[str, Any]]) -> str:
+    """The parts' mode if they share one, else "mixed"."""
+    modes = {part["mode"] for part in parts}
+    return modes.pop() if len(modes) == 1 else "mixed"
+
+
+def _messages(parts: Sequence[dict[str, Any]], names: Sequence[str], kind: str) -> list[str]:
+    """The first error messages of all parts; a host's say which host."""
+    messages: list[str] = []
+    for name, part in zip(names, parts, strict=True):
+        prefix = f"{name}: " if kind == "hosts" else ""
+        messages += [prefix + message for message in part["error_messages"]]
+    return messages[:MAX_MESSAGES]
+
+
+def _throughput(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Events and bytes summed, over the longest part's seconds."""
+    events = _sum(parts, "events")
+    seconds = max(part["seconds"] for part in parts)
+    return {
+        "events": events,
+        "bytes": _sum(parts, "bytes"),
+        "seconds": seconds,
+        "events_per_s": round(events / max(seconds, 1e-9), 1),
+    }
+
+
+def _peak_live(parts: Sequence[dict[str, Any]], series: list[dict[str, Any]]) -> dict[str, Any]:
+    """The most sessions live at once (see the module docstring), and its upper bound."""
+    peaks = [part.get("peak_live") for part in parts]
+    live_at_once = max((point["live"] for point in series), default=0)
+    most = None if all(p is None for p in peaks) else max(live_at_once, *(p or 0 for p in peaks))
+    return {"peak_live": most, "peak_live_sum": _sum(parts, "peak_live")}
+
+
+def _sessions(
+    parts: Sequence[dict[str, Any]], names: Sequence[str], kind: str
+) -> list[dict[str, Any]]:
+    """Every part's sessions, each tagged with its worker (in index order) or host."""
     sessions: list[dict[str, Any]] = []
     label = "worker" if kind == "workers" else "host"
     for index, (name, part) in enumerate(zip(names, parts, strict=True)):
@@ -161,10 +192,7 @@ def merge(parts: Sequence[dict[str, Any]], names: Sequence[str], kind: str) -> d
         sessions += [{**session, label: tag} for session in part["per_session"]]
     if kind == "workers":
         sessions.sort(key=lambda session: session.get("index", 0))
-    merged["per_session"] = sessions
-    merged["merged"] = kind
-    merged["parts"] = [part_row(n, p) for n, p in zip(names, parts, strict=True)]
-    return merged
+    return sessions
 
 
 def _lateness(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -189,23 +217,28 @@ def _memory(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "peak_rss_mb": None if peak is None else round(peak, 1),
         "rss_before_mb": None if before is None else round(before, 1),
     }
-    added = [p.get("rss_added_kb") for p in parts]
-    live = [p.get("rss_peak_live") for p in parts]
-    if any(a is None for a in added) or any(n is None for n in live) or not sum(live):  # type: ignore[arg-type]
-        memory.update(rss_added_kb=None, rss_peak_live=None, rss_per_session_kb=None)
-    else:
-        total_added, total_live = sum(added), sum(live)  # type: ignore[arg-type]
-        memory.update(
-            rss_added_kb=total_added,
-            rss_peak_live=total_live,
-            rss_per_session_kb=round(total_added / total_live, 2),
-        )
+    memory.update(_added_per_live_session(parts))
     if all(p.get("mode") == "process" for p in parts):
         memory["rss_per_session_kb"] = max(
             (p["rss_per_session_kb"] for p in parts if p.get("rss_per_session_kb")), default=None
         )
         memory["rss_per_process_mb"] = _process_rss(parts)
     return memory
+
+
+def _added_per_live_session(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The RSS all parts added over the sessions live at their peaks; None unless every
+    part measured both (and some session was live)."""
+    added = [p.get("rss_added_kb") for p in parts]
+    live = [p.get("rss_peak_live") for p in parts]
+    if None in added or None in live or not sum(live):  # type: ignore[arg-type]
+        return {"rss_added_kb": None, "rss_peak_live": None, "rss_per_session_kb": None}
+    total_added, total_live = sum(added), sum(live)  # type: ignore[arg-type]
+    return {
+        "rss_added_kb": total_added,
+        "rss_peak_live": total_live,
+        "rss_per_session_kb": round(total_added / total_live, 2),
+    }
 
 
 def _process_rss(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -259,59 +292,67 @@ def _slots(series: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 def _series(serieses: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The parts' time series added point by point on the :data:`TICK` grid."""
     grid: dict[int, dict[str, Any]] = {}
-    last_total: list[dict[int, int]] = []
+    done_totals: list[dict[int, int]] = []  # per part: slot -> its done_total there
     for series in serieses:
-        totals: dict[int, int] = {}  # slot -> that part's done_total there
+        totals: dict[int, int] = {}
         for slot, point in sorted(_slots(series).items()):
-            merged = grid.setdefault(
-                slot,
-                {
-                    "t": 0.0,
-                    "events": 0,
-                    "events_per_s": 0.0,
-                    "sessions_done": 0,
-                    "live": 0,
-                    "bins": {},
-                    "p99s": [],
-                    "exact": True,
-                },
-            )
-            merged["t"] = max(merged["t"], point["t"])
-            for key in ("events", "events_per_s", "sessions_done", "live"):
-                merged[key] += point[key]
+            _add_point(grid.setdefault(slot, _empty_slot()), point)
             totals[slot] = point["done_total"]
-            if "late_bins" in point:
-                for index, count in point["late_bins"]:
-                    merged["bins"][index] = merged["bins"].get(index, 0) + count
-            else:
-                merged["exact"] = False
-                merged["p99s"].append(point.get("p99_ms"))
-        last_total.append(totals)
+        done_totals.append(totals)
     out: list[dict[str, Any]] = []
-    carried = [0] * len(last_total)  # a part that ended earlier keeps its last total
+    carried = [0] * len(done_totals)  # a part that ended earlier keeps its last total
     for slot in sorted(grid):
-        merged = grid[slot]
-        bins = sorted(merged["bins"].items())
-        total = sum(count for _, count in bins)
-        p99 = bins_percentile_ms(bins, total, 99) if total else None
-        if not merged["exact"]:  # a summary without buckets per point: its p99, at most
-            p99 = max((v for v in [p99, *merged["p99s"]] if v is not None), default=None)
-        for part, totals in enumerate(last_total):
+        for part, totals in enumerate(done_totals):
             carried[part] = totals.get(slot, carried[part])
-        done_total = sum(carried)
-        out.append(
-            {
-                "t": merged["t"],
-                "events": merged["events"],
-                "events_per_s": round(merged["events_per_s"], 1),
-                "sessions_done": merged["sessions_done"],
-                "done_total": done_total,
-                "live": merged["live"],
-                "p99_ms": p99,
-                "late_bins": [list(item) for item in bins],
-            }
-        )
+        out.append(_merged_point(grid[slot], done_total=sum(carried)))
     return out
+
+
+def _empty_slot() -> dict[str, Any]:
+    """A slot of the merged grid before any part's point is added to it."""
+    return {
+        "t": 0.0,
+        "events": 0,
+        "events_per_s": 0.0,
+        "sessions_done": 0,
+        "live": 0,
+        "bins": {},
+        "p99s": [],
+        "exact": True,
+    }
+
+
+def _add_point(merged: dict[str, Any], point: dict[str, Any]) -> None:
+    """Add one part's ``point`` to its slot: counts summed, lateness buckets added (a
+    point without buckets leaves only its p99, and the slot's p99 inexact)."""
+    merged["t"] = max(merged["t"], point["t"])
+    for key in ("events", "events_per_s", "sessions_done", "live"):
+        merged[key] += point[key]
+    if "late_bins" in point:
+        for index, count in point["late_bins"]:
+            merged["bins"][index] = merged["bins"].get(index, 0) + count
+    else:
+        merged["exact"] = False
+        merged["p99s"].append(point.get("p99_ms"))
+
+
+def _merged_point(merged: dict[str, Any], done_total: int) -> dict[str, Any]:
+    """A slot of the grid as a point of the merged series."""
+    bins = sorted(merged["bins"].items())
+    total = sum(count for _, count in bins)
+    p99 = bins_percentile_ms(bins, total, 99) if total else None
+    if not merged["exact"]:  # a summary without buckets per point: its p99, at most
+        p99 = max((v for v in [p99, *merged["p99s"]] if v is not None), default=None)
+    return {
+        "t": merged["t"],
+        "events": merged["events"],
+        "events_per_s": round(merged["events_per_s"], 1),
+        "sessions_done": merged["sessions_done"],
+        "done_total": done_total,
+        "live": merged["live"],
+        "p99_ms": p99,
+        "late_bins": [list(item) for item in bins],
+    }
 
 
 def name_of(path: str, summary: dict[str, Any], taken: set[str]) -> str:

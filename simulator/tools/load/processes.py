@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -31,14 +32,8 @@ from simulator.hosts.executable import write_zread_executable
 from simulator.runners.stdio import LATENESS_FILE
 from simulator.tools.client import ReferenceClient
 from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt, watch_children
-from simulator.tools.load.stats import (
-    Progress,
-    RssSampler,
-    Stats,
-    build_summary,
-    peak_rss_kb,
-    tick,
-)
+from simulator.tools.load.memory import RssSampler, peak_rss_kb
+from simulator.tools.load.stats import Progress, Stats, build_summary, tick
 
 __all__ = ["Processes", "read_lateness"]
 
@@ -89,8 +84,6 @@ class Processes:
         loop = asyncio.get_running_loop()
         watch_children()
         self.stats = Stats(loop.time)
-        assert self.config.concurrency is not None
-        slots = asyncio.Semaphore(self.config.concurrency)
         with tempfile.TemporaryDirectory(prefix="zread-load-") as folder:
             self.folder = folder
             write_zread_executable(Path(folder))
@@ -99,57 +92,73 @@ class Processes:
             ticker = loop.create_task(tick(self.stats, lambda: len(self.live), None, self.progress))
             if self.config.duration is not None:
                 loop.call_later(self.config.duration, self.stop)
-            tasks: list[asyncio.Task[None]] = []
             with interrupt(loop, self.stop), self.sampler.running():
-                while not self.stopping and (
-                    self.config.sessions is None or self.stats.started < self.config.sessions
-                ):
-                    await slots.acquire()
-                    if self.stopping:
-                        break
-                    index = self.stats.started
-                    self.stats.started += 1
-                    task = loop.create_task(self._one(index, env))
-                    task.add_done_callback(lambda _: slots.release())
-                    tasks.append(task)
-                    tasks = [t for t in tasks if not t.done()] if len(tasks) > 1024 else tasks
-                await asyncio.gather(*tasks)
+                await self._spawn(loop, env)
             ticker.cancel()
         self.stats.sample(0)
         summary = build_summary(self.config, self.stats, lateness=self.reported > 0)
         summary["lateness_reported_by"] = self.reported
-        rss = sorted(self.rss_kb)
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        summary["rss_per_process_mb"] = (
-            {
-                "min": round(rss[0] / 1024, 1),
-                "median": round(rss[len(rss) // 2] / 1024, 1),
-                "max": round(rss[-1] / 1024, 1),
-                "sampled": len(rss),
-            }
-            if rss
-            else None
-        )
-        summary["rss_per_session_kb"] = rss[len(rss) // 2] if rss else None
-        if rss:
-            summary["peak_rss_mb"] = round(rss[-1] / 1024, 1)
-        else:  # no /proc: the largest reaped child, which counts its forked copy of this
-            summary["peak_rss_mb"] = round(children / 1024, 1)  # process before exec
-            summary["peak_rss_note"] = "getrusage(RUSAGE_CHILDREN): includes the fork"
-
+        summary.update(_memory_figures(sorted(self.rss_kb)))
         summary["load_tool_peak_rss_mb"] = round((peak_rss_kb() or 0) / 1024, 1)
         return summary
 
+    def _more(self) -> bool:
+        """Whether another process is to start: not stopping, and sessions left."""
+        sessions = self.config.sessions
+        return not self.stopping and (sessions is None or self.stats.started < sessions)
+
+    async def _spawn(self, loop: asyncio.AbstractEventLoop, env: dict[str, str]) -> None:
+        """Start a process whenever one of the C slots is free; return when all ended."""
+        assert self.config.concurrency is not None
+        slots = asyncio.Semaphore(self.config.concurrency)
+        tasks: list[asyncio.Task[None]] = []
+        while self._more():
+            await slots.acquire()
+            if self.stopping:
+                break
+            index = self.stats.started
+            self.stats.started += 1
+            task = loop.create_task(self._one(index, env))
+            task.add_done_callback(lambda _: slots.release())
+            tasks.append(task)
+            tasks = [t for t in tasks if not t.done()] if len(tasks) > 1024 else tasks
+        await asyncio.gather(*tasks)
+
     async def _one(self, index: int, env: dict[str, str]) -> None:
+        """Session ``index``: start it, answer it to its end, count how it went."""
+        started = self.stats.clock()
+        lateness_file = os.path.join(self.folder, f"lateness-{index}.json")
+        proc = await self._start(index, env, lateness_file)
+        if proc is None:
+            return
+        self.live[index] = proc
+        self.sampler.watch(proc.pid)
+        transcript = _Transcript()
+        code = await self._converse(proc, transcript)
+        self.live.pop(index, None)
+        self._take_lateness(lateness_file)
+        hwm = self.sampler.forget(proc.pid)
+        if hwm is not None:
+            self.rss_kb.append(hwm)
+        self.stats.per_session[index] = {
+            "index": index,
+            "seed": self.config.seed + index,
+            "start": round(started - self.stats.started_at, 4),
+            "events": transcript.events,
+            "bytes": transcript.size,
+            "outcome": self._count(index, transcript.verdict(code)),
+            "rss_kb": hwm,
+        }
+
+    async def _start(
+        self, index: int, env: dict[str, str], lateness_file: str
+    ) -> asyncio.subprocess.Process | None:
+        """The ``zread`` process of session ``index``; None (an error counted) if none."""
         config = self.config
         argv = [config.command, "--stdio", *config.args, "--scenario", self.scenario_arg]
         argv += ["--seed", str(config.seed + index), "--speed", repr(config.speed)]
-        events = size = 0
-        problem = ""
-        started = self.stats.clock()
-        lateness_file = os.path.join(self.folder, f"lateness-{index}.json")
         try:
-            proc = await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(
                 "zread",
                 *argv,
                 env=dict(env, **{LATENESS_FILE: lateness_file}),
@@ -160,67 +169,117 @@ class Processes:
             )
         except OSError as error:
             self.stats.error(index, f"cannot start zread: {error}")
-            return
-        self.live[index] = proc
-        self.sampler.watch(proc.pid)
+            return None
+
+    async def _converse(self, proc: asyncio.subprocess.Process, transcript: _Transcript) -> int:
+        """Read ``proc``'s lines and answer its gates until it ends; its exit code.
+
+        Past the timeout it is killed, and the transcript says so."""
         assert proc.stdout is not None
         assert proc.stdin is not None
         client = ReferenceClient()
-        last: dict[str, Any] | None = None
         try:
-            async with asyncio.timeout(config.timeout):
+            async with asyncio.timeout(self.config.timeout):
                 while line := await proc.stdout.readline():
-                    events += 1
-                    size += len(line)
                     self.stats.events += 1
                     self.stats.bytes += len(line)
-                    event, why = _check_line(line, last)
-                    problem = problem or why
-                    if event is None:
-                        continue
-                    last = event
-                    answer = client.answer(event)
-                    if answer is not None and not proc.stdin.is_closing():
-                        with contextlib.suppress(ConnectionError):
-                            proc.stdin.write(answer)
-                            await proc.stdin.drain()
+                    event = transcript.take(line)
+                    answer = None if event is None else client.answer(event)
+                    if answer is not None:
+                        await _send(proc.stdin, answer)
                 proc.stdin.close()
-                code = await proc.wait()
+                return await proc.wait()
         except TimeoutError:
-            problem = problem or f"no done:true within {config.timeout:g} s"
+            transcript.problem = (
+                transcript.problem or f"no done:true within {self.config.timeout:g} s"
+            )
             proc.kill()
-            code = await proc.wait()
-        self.live.pop(index, None)
+            return await proc.wait()
+
+    def _take_lateness(self, lateness_file: str) -> None:
+        """Count the lateness a child wrote, if it wrote any."""
         samples = read_lateness(lateness_file)
         if samples is not None:
             self.reported += 1
             for seconds in samples:
                 self.stats.late(seconds)
-        hwm = self.sampler.forget(proc.pid)
-        if hwm is not None:
-            self.rss_kb.append(hwm)
-        if not problem and code:
-            problem = f"exit code {code}"
-        if not problem and (last is None or not last["done"]):
-            problem = "the transcript ended without done:true"
+
+    def _count(self, index: int, problem: str) -> str:
+        """Count session ``index``'s outcome (an error if ``problem``); its name."""
         if problem:
             self.stats.error(index, problem)
-            outcome = "error"
-        elif index in self.quitting:
+            return "error"
+        if index in self.quitting:
             self.stats.interrupted += 1
-            outcome = "interrupted"
-        else:
-            self.stats.completed += 1
-            outcome = "completed"
-        self.stats.per_session[index] = {
-            "index": index,
-            "seed": config.seed + index,
-            "start": round(started - self.stats.started_at, 4),
-            "events": events,
-            "bytes": size,
-            "outcome": outcome,
-            "rss_kb": hwm,
+            return "interrupted"
+        self.stats.completed += 1
+        return "completed"
+
+
+async def _send(stdin: asyncio.StreamWriter, answer: bytes) -> None:
+    """Write an answer to a process that may have closed its input meanwhile."""
+    if not stdin.is_closing():
+        with contextlib.suppress(ConnectionError):
+            stdin.write(answer)
+            await stdin.drain()
+
+
+def _memory_figures(rss: list[int]) -> dict[str, Any]:
+    """The summary's memory figures from the peak RSS (kB, sorted) of each process."""
+    if not rss:
+        # No /proc: the largest reaped child, which counts its forked copy of this
+        # process before exec.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        return {
+            "rss_per_process_mb": None,
+            "rss_per_session_kb": None,
+            "peak_rss_mb": round(children / 1024, 1),
+            "peak_rss_note": "getrusage(RUSAGE_CHILDREN): includes the fork",
         }
+    median = rss[len(rss) // 2]
+    return {
+        "rss_per_process_mb": {
+            "min": round(rss[0] / 1024, 1),
+            "median": round(median / 1024, 1),
+            "max": round(rss[-1] / 1024, 1),
+            "sampled": len(rss),
+        },
+        "rss_per_session_kb": median,
+        "peak_rss_mb": round(rss[-1] / 1024, 1),
+    }
+
+
+@dataclasses.dataclass
+class _Transcript:
+    """What one process wrote, counted and checked line by line."""
+
+    events: int = 0
+    size: int = 0
+    """Bytes, newlines included."""
+    last: dict[str, Any] | None = None
+    """The last event."""
+    problem: str = ""
+    """The first thing wrong with the transcript, or ''."""
+
+    def take(self, line: bytes) -> dict[str, Any] | None:
+        """Count and check ``line``; the event on it, or None if it holds none."""
+        self.events += 1
+        self.size += len(line)
+        event, why = _check_line(line, self.last)
+        self.problem = self.problem or why
+        if event is not None:
+            self.last = event
+        return event
+
+    def verdict(self, code: int) -> str:
+        """What went wrong with the process that exited with ``code``, or ''."""
+        if self.problem:
+            return self.problem
+        if code:
+            return f"exit code {code}"
+        if self.last is None or not self.last["done"]:
+            return "the transcript ended without done:true"
+        return ""
 
 
 def _check_line(line: bytes, last: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:

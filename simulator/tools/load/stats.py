@@ -2,9 +2,9 @@
 
 Owns: the lateness histogram, its percentiles and its exact merge (:class:`Histogram`),
 the counters and the time series sampled every :data:`TICK` (:class:`Stats`,
-:func:`tick`), the cyclic collector's pauses (:class:`GcPauses`), reading RSS
-(:func:`status_kb`, :func:`rss_kb`, :func:`reset_peak_rss`, :class:`RssSampler`), and the
-summary dict that is printed and written as JSON (:func:`build_summary`).
+:func:`tick`), the cyclic collector's pauses (:class:`GcPauses`), and the summary dict
+that is printed and written as JSON (:func:`build_summary`). Memory (RSS) is
+:mod:`simulator.tools.load.memory`'s.
 
 The histogram is this module's own, not HdrHistogram's (``hdrhistogram`` on PyPI): its
 buckets are fixed (2% wide from one microsecond, :data:`Histogram.SCHEME`), so the
@@ -12,11 +12,9 @@ histograms of several workers or hosts merge exactly by adding counts, and its J
 form (sparse ``[bucket, count]`` pairs, validated with msgspec, already a dependency)
 is a few hundred bytes. HdrHistogram would add a dependency for the same exactness.
 
-RSS comes from /proc where there is one; else from psutil if it is installed (an
-optional import: psutil is not required); else it is not measured (None).
-
-Must not: start, drive or stop sessions or processes (the runners), nor write to the
-terminal: :func:`tick` hands each point to a ``progress`` callback the caller gives.
+Must not: read memory (:mod:`simulator.tools.load.memory`); start, drive or stop
+sessions or processes (the runners); nor write to the terminal: :func:`tick` hands each
+point to a ``progress`` callback the caller gives.
 """
 
 from __future__ import annotations
@@ -24,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import importlib
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -256,113 +252,6 @@ class GcPauses:
             "max_pause_ms": round(self.max * 1e3, 3),
             "total_pause_ms": round(self.total * 1e3, 3),
         }
-
-
-# -- memory ----------------------------------------------------------------------------
-
-
-PROC = "/proc"
-"""Where the process status files are (a test points it elsewhere to have none)."""
-
-
-def status_kb(pid: int | str, key: str, proc: str = PROC) -> int | None:
-    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), or None if unreadable."""
-    try:
-        with open(f"{proc}/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(key.encode() + b":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _psutil() -> Any:
-    """The psutil module, or None: it is optional."""
-    try:
-        return importlib.import_module("psutil")
-    except ImportError:
-        return None
-
-
-def rss_kb(pid: int | str = "self", proc: str = PROC) -> int | None:
-    """The resident set of ``pid`` in kB: from /proc, else psutil, else None."""
-    value = status_kb(pid, "VmRSS", proc)
-    if value is not None:
-        return value
-    psutil = _psutil()
-    if psutil is None:
-        return None
-    try:
-        process = psutil.Process() if pid == "self" else psutil.Process(int(pid))
-        return int(process.memory_info().rss) // 1024
-    except (psutil.Error, ValueError):
-        return None
-
-
-def peak_rss_kb(pid: int | str = "self", proc: str = PROC) -> int | None:
-    """The peak resident set (VmHWM) of ``pid`` in kB, from /proc only, else None."""
-    return status_kb(pid, "VmHWM", proc)
-
-
-def reset_peak_rss() -> None:
-    """Start this process's VmHWM afresh (Linux: ``5`` into clear_refs); best effort."""
-    with contextlib.suppress(OSError), open(f"{PROC}/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-class RssSampler:
-    """Reads the peak RSS of the processes it watches every :attr:`period` s, on a thread.
-
-    A thread, because the loop can be busy (spawning is synchronous) while a short
-    process writes its last event and exits. VmHWM only grows within one program, so
-    the latest sample is kept (one taken before ``exec`` would be the parent's). Without
-    /proc, the largest RSS psutil read is kept instead (a peak seen, not the kernel's).
-    """
-
-    period = 0.05
-
-    def __init__(self, proc: str = PROC) -> None:
-        self.proc = proc
-        self._latest: dict[int, int | None] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-
-    def watch(self, pid: int) -> None:
-        with self._lock:
-            self._latest[pid] = None  # now it is the zread script's shell; python comes next
-
-    def forget(self, pid: int) -> int | None:
-        """The last peak RSS (kB) read of ``pid``; it is no longer watched."""
-        with self._lock:
-            return self._latest.pop(pid, None)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.period):
-            with self._lock:
-                pids = list(self._latest)
-            for pid in pids:
-                value = peak_rss_kb(pid, self.proc)
-                seen = False
-                if value is None:
-                    value, seen = rss_kb(pid, self.proc), True
-                if value is not None:
-                    with self._lock:
-                        if pid in self._latest:
-                            last = self._latest[pid]
-                            if seen and last is not None:
-                                value = max(value, last)
-                            self._latest[pid] = value
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[RssSampler]:
-        thread = threading.Thread(target=self._sample, name="rss sampler", daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            thread.join()
 
 
 # -- the time series -------------------------------------------------------------------

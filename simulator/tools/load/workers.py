@@ -97,52 +97,64 @@ class Workers:
 
         loop = asyncio.get_running_loop()
         watch_children()
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-        path = os.environ.get("PYTHONPATH")
-        env = dict(os.environ, PYTHONPATH=root if not path else f"{root}{os.pathsep}{path}")
-        config = dataclasses.asdict(self.config)
-        config.update(progress=False, workers=1)
         try:
-            for worker in range(self.count):
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "simulator.tools.load.workers",
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=env,
-                    start_new_session=True,
-                    limit=_LIMIT,
-                )
-                self.procs.append(proc)
-                self._send(proc, {"config": config, "worker": worker, "workers": self.count})
+            await self._spawn()
             with interrupt(loop, self.stop):
-                for worker, proc in enumerate(self.procs):
-                    message = await self._read(worker, proc)
-                    if not message.get("ready"):
-                        raise await self._failed(worker, proc, "no ready line")
-                origin = time.monotonic() + _LEAD
-                for proc in self.procs:
-                    self._send(proc, {"go": origin})
-                if self.stopping:  # Ctrl-C while they warmed up
-                    for proc in self.procs:
-                        self._send(proc, {"stop": True})
+                await self._start_together()
                 parts = await asyncio.gather(
                     *(self._follow(w, proc) for w, proc in enumerate(self.procs))
                 )
         finally:
-            for proc in self.procs:
-                if proc.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    await proc.wait()
+            await self._kill_the_rest()
         self.parts = list(parts)
         names = [f"worker {worker}" for worker in range(self.count)]
         summary = merge(self.parts, names, "workers")
         summary["concurrency"] = self.config.concurrency
         summary["workers"] = self.count
         return summary
+
+    async def _spawn(self) -> None:
+        """Start the K workers, each given its order (they import, then say ready)."""
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        path = os.environ.get("PYTHONPATH")
+        env = dict(os.environ, PYTHONPATH=root if not path else f"{root}{os.pathsep}{path}")
+        config = dataclasses.asdict(self.config)
+        config.update(progress=False, workers=1)
+        for worker in range(self.count):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "simulator.tools.load.workers",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+                limit=_LIMIT,
+            )
+            self.procs.append(proc)
+            self._send(proc, {"config": config, "worker": worker, "workers": self.count})
+
+    async def _start_together(self) -> None:
+        """Once every worker is ready: one origin for all, a moment ahead."""
+        for worker, proc in enumerate(self.procs):
+            message = await self._read(worker, proc)
+            if not message.get("ready"):
+                raise await self._failed(worker, proc, "no ready line")
+        origin = time.monotonic() + _LEAD
+        for proc in self.procs:
+            self._send(proc, {"go": origin})
+        if self.stopping:  # Ctrl-C while they warmed up
+            for proc in self.procs:
+                self._send(proc, {"stop": True})
+
+    async def _kill_the_rest(self) -> None:
+        """Kill the workers still running (after a failure) and reap them all."""
+        for proc in self.procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
 
     async def _read(self, worker: int, proc: asyncio.subprocess.Process) -> dict[str, Any]:
         assert proc.stdout is not None

@@ -1,8 +1,8 @@
 """Tests for simulator.tools.load.stats: the lateness histogram, the counters and time
-series, the collector's pauses, RSS read from /proc, and the summary.
+series, the collector's pauses, and the summary.
 
 Figures are checked on known data; clocks are plain functions a test moves by hand
-(Stats takes its clock as an argument); RSS is read from real processes.
+(Stats takes its clock as an argument).
 """
 
 from __future__ import annotations
@@ -10,30 +10,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 
-from simulator.tools.load import (
-    MAX_MESSAGES,
-    TICK,
-    GcPauses,
-    Histogram,
-    LoadConfig,
-    RssSampler,
-    Stats,
-    status_kb,
-)
-from simulator.tools.load.stats import (
-    build_summary,
-    peak_rss_kb,
-    reset_peak_rss,
-    rss_kb,
-    tick,
-)
+from simulator.tools.load import MAX_MESSAGES, TICK, GcPauses, Histogram, LoadConfig, Stats
+from simulator.tools.load.stats import build_summary, tick
 
 
 class Clock:
@@ -265,69 +248,6 @@ def test_gc_pauses_are_counted_while_installed_only() -> None:
     assert summary["collections"] == counted
     assert summary["max_pause_ms"] == round(pauses.max * 1e3, 3)
     assert summary["total_pause_ms"] >= summary["max_pause_ms"]
-
-
-# -- memory -------------------------------------------------------------------------------
-
-
-def test_status_kb_reads_this_process() -> None:
-    rss = status_kb("self", "VmRSS")
-    assert rss is not None and rss > 1000  # a Python process: over a megabyte
-    peak = status_kb("self", "VmHWM")
-    assert peak is not None and peak >= rss
-    assert status_kb("self", "NoSuchField") is None
-    assert status_kb(2**22 + 1, "VmRSS") is None  # beyond Linux's largest pid
-
-
-def test_rss_without_proc_comes_from_psutil(tmp_path: Any) -> None:
-    nowhere = str(tmp_path / "no-proc")
-    assert status_kb("self", "VmRSS", nowhere) is None
-    assert peak_rss_kb("self", nowhere) is None
-    rss = rss_kb("self", nowhere)  # psutil is installed with the test extras
-    assert rss is not None and rss > 1000
-    assert rss_kb(2**22 + 1, nowhere) is None  # no such process
-
-
-def test_rss_without_proc_or_psutil_is_not_measured(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "psutil", None)  # what `import psutil` finds missing
-    assert rss_kb("self", str(tmp_path / "no-proc")) is None
-    assert rss_kb("self") == status_kb("self", "VmRSS")  # /proc needs no psutil
-
-
-def test_reset_peak_rss_starts_the_peak_afresh() -> None:
-    block = b"x" * (64 << 20)
-    del block
-    before = status_kb("self", "VmHWM")
-    assert before is not None
-    reset_peak_rss()
-    after, rss = status_kb("self", "VmHWM"), status_kb("self", "VmRSS")
-    assert after is not None and rss is not None
-    if after == before:
-        pytest.skip("/proc/self/clear_refs is not writable here")
-    assert after <= rss + 8 * 1024 < before
-
-
-def test_the_rss_sampler_reads_the_peak_of_a_real_process() -> None:
-    code = "import sys; b = b'x' * (40 << 20); print('ready', flush=True); sys.stdin.read()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    sampler = RssSampler()
-    try:
-        with sampler.running():
-            sampler.watch(proc.pid)
-            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-            time.sleep(sampler.period * 4)
-            peak = sampler.forget(proc.pid)
-            assert sampler.forget(proc.pid) is None  # no longer watched
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
-    assert peak is not None and peak >= 40 << 10
-    assert sampler.forget(12345678) is None
 
 
 # -- the summary --------------------------------------------------------------------------
