@@ -2,7 +2,7 @@
 
 Owns: :class:`Redactor` (API keys through a :class:`~simulator.core.secrets.Secrets`,
 the tokens of URLs, and the user's ``--redact`` patterns) and
-:func:`redact_url_tokens`. :mod:`simulator.tools.record` uses it for every line, the
+:func:`redact_url_tokens`. :mod:`simulator.tools.cassette` uses it for every line, the
 argv, the cwd, the file paths and the report.
 
 Must not: do I/O.

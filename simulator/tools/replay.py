@@ -1,7 +1,7 @@
 """``--scenario replay:CASSETTE``: a recorded run played back through the process runner.
 
-Owns: :func:`run_replay`, which reads the cassette (:func:`~simulator.tools.record.read_cassette`;
-a missing or unreadable one is a :class:`~simulator.tools.record.RecordError`, one
+Owns: :func:`run_replay`, which reads the cassette (:func:`~simulator.tools.cassette.read_cassette`;
+a missing or unreadable one is a :class:`~simulator.tools.cassette.RecordError`, one
 line on stderr and exit 2), plays it as a :class:`~simulator.core.replay.ReplaySession`
 on the plain selector runner, writes each divergence's line on stderr, and exits with
 the recorded exit code when the recording was played to its end.
@@ -14,13 +14,10 @@ in :mod:`simulator.cli`) chooses between recording and replaying.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import BinaryIO
 
 from simulator.core.replay import ReplaySession
-from simulator.tools.record import RecordError, read_cassette
-
-if TYPE_CHECKING:
-    from simulator.core.session import Session
+from simulator.tools.cassette import RecordError, read_cassette
 
 __all__ = ["PREFIX", "cassette_of", "run_replay"]
 
@@ -54,7 +51,6 @@ def run_replay(
     replay = ReplaySession(
         cassette, speed=speed, on_divergence=lambda line: write_line(2, line), program=program
     )
-    # Duck-typed: a ReplaySession has every member the plain runner uses of a Session.
-    code = ProcessRunner(cast("Session", replay), stdin, stdout, frame=frame).run()
+    code = ProcessRunner(replay, stdin, stdout, frame=frame).run()  # no transport faults
     recorded = replay.exit_code
     return recorded if code == 0 and recorded is not None else code

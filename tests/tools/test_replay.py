@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.tools.record import RecordError
+from simulator.tools.cassette import RecordError
 from simulator.tools.replay import cassette_of, run_replay
 
 
