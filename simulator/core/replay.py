@@ -1,10 +1,10 @@
 """A cassette played back as a session, sans-I/O: ``--scenario replay:CASSETTE``.
 
 Owns: :class:`ReplaySession`, which a runner drives exactly as it drives a
-:class:`~simulator.core.session.Session` (duck-typed: ``start``, ``feed``, ``quit``,
-``deliver``, ``resolve``, ``advance``, ``step``, ``next_deadline``, ``next_timer``,
-``armed``, ``speed``, ``done``, ``journal``, ``transcript``, ``snapshot`` ...). It is given the
-decoded cassette (:func:`simulator.tools.record.read_cassette`), never a file.
+:class:`~simulator.core.session.Session`: both play by the rules of
+:class:`~simulator.core.session.BaseSession` (its timers, rejected lines, quit and
+done), and runners take either as a :class:`~simulator.core.interface.SessionLike`.
+It is given the decoded cassette (:func:`simulator.tools.cassette.read_cassette`), never a file.
 
 The recorded ``out`` lines (events) are written at their recorded times, multiplied by
 the speed, as timers: those before the first ``in`` line from the start, those after an
@@ -28,18 +28,20 @@ lines are not replayed.
 from __future__ import annotations
 
 import base64
-import heapq
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
 
-from simulator.core.envelope import JSON_WHITESPACE, RejectedLine, decode_command, encode_event
-from simulator.core.secrets import redact, redact_line
-from simulator.core.session import JournalEntry, Outcome, SessionError, Timer
-from simulator.core.transcript import Transcript
+from simulator.core.coverage import Reached
+from simulator.core.envelope import JSON_WHITESPACE, RejectedLine, decode_command
+from simulator.core.interface import SessionError
+from simulator.core.outcome import Outcome
+from simulator.core.secrets import Secrets, redact_line
+from simulator.core.session import BaseSession
+from simulator.core.timers import Timer
 
 __all__ = ["DIVERGED", "ReplaySession"]
 
@@ -58,14 +60,6 @@ class _Event(msgspec.Struct):
     vm: msgspec.Raw
     waiting_for: list[str] = []
     done: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Transport:
-    """Stands where a session's scenario is for the output stage: no transport faults."""
-
-    name: str = "replay"
-    faults: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +119,27 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
-class ReplaySession:
+def _is_quit(line: bytes) -> bool:
+    try:
+        return decode_command(line).type == "quit"
+    except RejectedLine:
+        return False
+
+
+class ReplaySession(BaseSession):
     """A cassette's lines as a session; see the module docstring."""
+
+    __slots__ = (
+        "_ended_as_recorded",
+        "_ins",
+        "_next_in",
+        "_program",
+        "_segments",
+        "_sent",
+        "on_divergence",
+        "peer_attached",
+        "recorded_exit_code",
+    )
 
     def __init__(
         self,
@@ -138,7 +151,7 @@ class ReplaySession:
     ) -> None:
         if not 0 <= speed < float("inf"):
             raise SessionError("speed must be a number >= 0")
-        self._speed = speed
+        super().__init__(speed=speed, secrets=Secrets())
         self.on_divergence = on_divergence
         """Told each divergence's stderr line (the runner writes it)."""
         self._program = program
@@ -161,60 +174,28 @@ class ReplaySession:
                 self._segments.append([])
         self._next_in = 0
         """The index of the client line the cassette expects next."""
-        self._heap: list[Timer] = []
-        self._queued: dict[int, _Out] = {}
-        self._seq = 0
-        self._now = 0.0
-        self._started = False
-        self._done = False
         self._ended_as_recorded = False
-        self._last_vm = b"{}"
-        self._last_waiting_for: tuple[str, ...] = ()
-        self._shown_state = ""
         self._sent = 0
-        self.transcript: Transcript[JournalEntry] = Transcript()
-        """What the session keeps of the client's lines, as a live session does."""
-        self.scenario = _Transport()
-        """What the output stage reads: no transport faults."""
-        self.seed = 0
         self.peer_attached = False
 
     # -- what a runner reads ----------------------------------------------------------
 
     @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def now(self) -> float:
-        return self._now
-
-    @property
-    def speed(self) -> float:
-        return self._speed
+    def command(self) -> str:
+        return "replay"
 
     @property
     def state(self) -> str:
         return self._shown_state
 
     @property
-    def shown_state(self) -> str:
-        return self._shown_state
+    def reached(self) -> Reached:
+        """A recording has no chart: nothing of one is reached."""
+        return Reached("replay")
 
     @property
-    def waiting_for(self) -> tuple[str, ...]:
-        return self._last_waiting_for
-
-    @property
-    def journal(self) -> list[JournalEntry]:
-        """The client's most recent lines, as ``Session.journal`` keeps them."""
-        return self.transcript.recent
-
-    @property
-    def violations(self) -> list[JournalEntry]:
-        """The client's lines the cassette did not expect (and anything after done),
-        as ``Session.violations`` keeps them: the first 10 and the most recent 100."""
-        return self.transcript.violations
+    def coverage_marks(self) -> tuple[int, int, int, int]:
+        return 0, 0, 0, 0
 
     @property
     def exit_code(self) -> int | None:
@@ -222,66 +203,30 @@ class ReplaySession:
         the session is still running or ended otherwise (a ``quit`` it did not expect)."""
         return self.recorded_exit_code if self._ended_as_recorded else None
 
-    @property
-    def armed(self) -> int:
-        return self._seq
-
-    def next_deadline(self) -> float | None:
-        if self._done or not self._heap:
-            return None
-        return self._heap[0].deadline
-
-    def next_timer(self) -> Timer | None:
-        return None if self.next_deadline() is None else self._heap[0]
-
-    def pending(self) -> list[Timer]:
-        return sorted(self._heap)
-
-    def snapshot(self) -> dict[str, Any]:
-        try:
-            vm = redact(msgspec.json.decode(self._last_vm))
-        except msgspec.DecodeError:  # pragma: no cover - only valid vms are kept
-            vm = {}
-        return {
-            "command": "replay",
-            "state": self._shown_state,
-            "chart_state": self._shown_state,
-            "vm": vm,
-            "waiting_for": list(self._last_waiting_for),
-            "done": self._done,
-            "clock": self._now,
-            "speed": self._speed,
-            "timers": [
-                {
-                    "trigger": t.trigger,
-                    "deadline": t.deadline,
-                    "in": max(0.0, t.deadline - self._now),
-                }
-                for t in self.pending()
-            ],
-        }
-
     # -- what moves it ----------------------------------------------------------------
 
     def start(self) -> Outcome:
         """Nothing is written yet: the first events are timers from time 0."""
-        if self._started:
-            raise SessionError("start() was already called")
-        self._started = True
+        self._starting()
         self._queue(0, since=0.0)
-        out = Outcome()
-        self._settle(out)
-        return out
+        return self._close(Outcome())
 
-    def feed(self, line: bytes) -> Outcome:
-        """Answer one client line (without its newline)."""
+    def deliver(self, trigger: str, **payload: Any) -> Outcome:
+        """No internal triggers in a recording: nothing happens."""
         self._require_started()
-        out = Outcome()
-        if not line.strip(JSON_WHITESPACE):
-            return out
-        if self._done:
-            self._record(line, "the session is already done (done:true was written)")
-            return out
+        return self._close(Outcome())
+
+    def resolve(self, effect: object, result: object) -> Outcome:
+        """A replay asks for no effects: nothing happens."""
+        return self._close(Outcome())
+
+    def inject(self, failure: object) -> None:
+        """A recording plays what was recorded: it takes no failure."""
+        raise SessionError("a replay plays its recording: no failure can be injected")
+
+    # -- the rules' cassette half -----------------------------------------------------
+
+    def _answer(self, line: bytes, out: Outcome) -> Outcome:
         self._sent += 1
         expected = self._ins[self._next_in] if self._next_in < len(self._ins) else None
         if expected is not None and _key(redact_line(line)) == expected.key:
@@ -289,8 +234,7 @@ class ReplaySession:
             self._flush(out)
             self._next_in += 1
             self._queue(self._next_in, since=expected.t)
-            self._settle(out)
-            return out
+            return self._close(out)
         if _is_quit(line):
             self._record(line, "")
             return self.quit()
@@ -303,125 +247,46 @@ class ReplaySession:
                 f"{self._program}: replay diverged at line {self._sent}: "
                 f"the cassette expected {wanted}, the client sent {sent}"
             )
-        out.append(encode_event(self._last_vm, self._last_waiting_for, False, error))
-        out.states.append(self._shown_state)
-        out.done = self._done
-        return out
+        return self._reject(out, error)
 
-    def quit(self) -> Outcome:
-        """End as ``quit`` does: the vm as it stood, ``done:true``."""
-        self._require_started()
-        if self._done:
-            raise SessionError("the session is already done")
-        out = Outcome()
-        self._done = True
-        self._heap.clear()
-        self._queued.clear()
-        out.append(encode_event(self._last_vm, (), True, ""))
-        out.states.append(self._shown_state)
-        self._last_waiting_for = ()
-        out.done = True
-        return out
-
-    def advance(self, now: float, *, limit: int = 0) -> Outcome:
-        """Move the clock to ``now``, writing every recorded event due by then."""
-        self._require_started()
-        out = Outcome()
-        while self._heap and self._heap[0].deadline <= now and not self._done:
-            if limit and len(out) >= limit:
-                return out
-            self._fire(heapq.heappop(self._heap), out)
-        self._now = max(self._now, now)
-        self._settle(out)
-        return out
-
-    def step(self) -> Outcome:
-        """Write the next recorded event, whenever it is due."""
-        self._require_started()
-        out = Outcome()
-        if self.next_deadline() is not None:
-            self._fire(heapq.heappop(self._heap), out)
-        self._settle(out)
-        return out
-
-    def deliver(self, trigger: str, **payload: object) -> Outcome:
-        """No internal triggers in a recording: nothing happens."""
-        self._require_started()
-        out = Outcome()
-        out.done = self._done
-        return out
-
-    def resolve(self, effect: object, result: object) -> Outcome:
-        """A replay asks for no effects: nothing happens."""
-        out = Outcome()
-        out.done = self._done
-        return out
-
-    def set_speed(self, speed: float) -> None:
-        """Change the speed now; pending events keep the share of their wait done."""
-        if not 0 <= speed < float("inf"):
-            raise SessionError("speed must be a number >= 0")
-        old, self._speed = self._speed, speed
-        for timer in self._heap:
-            remaining = timer.deadline - self._now
-            timer.deadline = self._now + (remaining * speed / old if old else 0.0)
-        heapq.heapify(self._heap)
-
-    # -- inside -----------------------------------------------------------------------
-
-    def _require_started(self) -> None:
-        if not self._started:
-            raise SessionError("call start() first")
-
-    def _queue(self, segment: int, *, since: float) -> None:
-        """Arm the events of ``segment``, each at its recorded delay after ``since``."""
-        for event in self._segments[segment]:
-            self._seq += 1
-            delay = max(0.0, event.t - since) * self._speed
-            heapq.heappush(self._heap, Timer(self._now + delay, self._seq, _TRIGGER, {}))
-            self._queued[self._seq] = event
-
-    def _flush(self, out: Outcome) -> None:
-        """Write now every event still due from before the client's line."""
-        while self._heap and not self._done:
-            self._fire(heapq.heappop(self._heap), out, at=self._now)
-
-    def _fire(self, timer: Timer, out: Outcome, *, at: float | None = None) -> None:
-        event = self._queued.pop(timer.seq)
-        self._now = max(self._now, timer.deadline if at is None else at)
+    def _fire_timer(self, timer: Timer, out: Outcome) -> None:
+        """Write the recorded event ``timer`` holds."""
+        event: _Out = timer.payload["event"]
         out.append(event.data)
         out.states.append(event.state or self._shown_state)
         if event.vm is not None:
-            self._last_vm, self._shown_state = event.vm, event.state or self._shown_state
+            self._last_vm_pieces = (event.vm,)
+            self._shown_state = event.state or self._shown_state
             self._last_waiting_for = () if event.done else event.waiting_for
         if event.done:
             self._end()
 
-    def _settle(self, out: Outcome) -> None:
+    def _on_quit(self) -> None:
+        """A recording holds nothing to release."""
+
+    def _close(self, out: Outcome) -> Outcome:
         """Done when the recording's events are all written and none follows a client
         line still to come."""
-        if not self._done and not self._heap:
+        if not self._done and self._timers.next() is None:
             rest = self._segments[self._next_in + 1 :]
             if not any(rest):
                 self._end()
         out.done = self._done
+        return out
+
+    # -- inside -----------------------------------------------------------------------
+
+    def _queue(self, segment: int, *, since: float) -> None:
+        """Arm the events of ``segment``, each at its recorded delay after ``since``."""
+        for event in self._segments[segment]:
+            self._timers.arm(_TRIGGER, max(0.0, event.t - since), {"event": event})
+
+    def _flush(self, out: Outcome) -> None:
+        """Write now every event still due from before the client's line."""
+        while not self._done and (timer := self._timers.take()) is not None:
+            self._fire_timer(timer, out)
 
     def _end(self) -> None:
         self._done = True
         self._ended_as_recorded = True
-        self._heap.clear()
-        self._queued.clear()
-
-    def _record(self, line: bytes, error: str) -> None:
-        self.transcript.add(
-            JournalEntry(
-                self._now, line, self._shown_state, self._last_waiting_for, self._done, error
-            )
-        )
-
-
-def _is_quit(line: bytes) -> bool:
-    try:
-        return decode_command(line).type == "quit"
-    except RejectedLine:
-        return False
+        self._timers.clear()

@@ -1,7 +1,7 @@
 """What a session remembers of the lines it read: counts of all, a bounded few whole.
 
 Owns: :class:`Transcript`, the bounded record of a session's lines (its journal
-entries, :class:`~simulator.core.session.JournalEntry`), and the numbers that bound it.
+entries, :class:`~simulator.core.entries.JournalEntry`), and the numbers that bound it.
 A session may read millions of lines (a client in a loop, a fuzzer); what it keeps of
 them does not grow with their number:
 

@@ -9,7 +9,7 @@ process that wrote it, so several processes can share one file:
 - ``start``: ``pid``, ``argv`` (the program name and the arguments it parsed),
   ``cwd``, ``time`` (wall clock, ISO 8601 in UTC, milliseconds, ``Z``), ``command``;
 - ``line``: one non-blank line the client sent, as the session journaled it
-  (:meth:`~simulator.core.session.JournalEntry.as_json`: ``t``, ``line``, ``state``,
+  (:meth:`~simulator.core.entries.JournalEntry.as_json`: ``t``, ``line``, ``state``,
   ``waiting_for``, ``after_done``, ``error``);
 - ``event``: ``t`` and ``line``, one event the session produced, as it went to the
   output (before ``--frame`` framing and transport faults);
@@ -47,8 +47,8 @@ from typing import Final
 import msgspec
 
 from simulator.core.coverage import Reached
+from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
-from simulator.core.session import JournalEntry
 from simulator.errors import ConfigurationError
 
 __all__ = [

@@ -48,10 +48,11 @@ from simulator.control import Conn, ControlError, Handler
 from simulator.core.effects import AskApproval, CancelApproval
 from simulator.core.secrets import Secrets
 from simulator.runners.aio import Channel
+from simulator.runners.hooks import Live
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 
-__all__ = ["Approvals", "connect", "install"]
+__all__ = ["Peers", "connect", "install"]
 
 
 def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
@@ -65,6 +66,16 @@ def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
     conn = Conn(send)
     install(conn, channel)
     return conn
+
+
+def _declared(failure: Failure) -> Failure:
+    """``failure``, when its point is one some command declares (a misspelt point would
+    never fail); ValueError naming it otherwise."""
+    from statecharts import failure_points
+
+    if failure.point not in failure_points():
+        raise ValueError(f"inject: point: {failure.point!r} is not one of the allowed values")
+    return failure
 
 
 class _Refused(Exception):
@@ -99,7 +110,7 @@ def install(conn: Conn, channel: Channel) -> None:
     async def inject(request: dict[str, Any]) -> dict[str, Any]:
         try:
             if "failure" in request:
-                channel.session.inject(msgspec.convert(request["failure"], Failure))
+                channel.session.inject(_declared(msgspec.convert(request["failure"], Failure)))
                 return {"injected": "failure"}
             if "fault" in request:
                 fault = msgspec.convert(request["fault"], Fault)
@@ -145,13 +156,34 @@ def install(conn: Conn, channel: Channel) -> None:
         conn.set_handler(subtype, _redacting(channel.session.secrets, handler))
 
 
-class Approvals:
-    """Login's ``authorize`` requests to the control peers."""
+class Peers:
+    """The control peers of one process, as its live session sees them
+    (:class:`~simulator.runners.live.Peer`): the frames of ``--control stdio`` taken
+    out of the client's stream, and login's ``authorize`` requests to them."""
 
-    def __init__(self, channel: Channel, conns: list[Conn]) -> None:
-        self._channel = channel
-        self._conns = conns
+    def __init__(self) -> None:
+        self.conns: list[Conn] = []
+        """The peers attached now (the newest last: it is asked to approve)."""
+        self.stdio: Conn | None = None
+        """The peer on the client's own stream (``--control stdio``), if there is one."""
         self._task: asyncio.Task[None] | None = None
+
+    def frame(self, live: Live, line: bytes) -> bool:
+        return self.stdio is not None and self.stdio.handle_frame(line)
+
+    def effect(self, live: Live, effect: object) -> bool:
+        if isinstance(effect, AskApproval) and self.conns:
+            self._task = asyncio.get_running_loop().create_task(self._ask(live, effect))
+            return True
+        if isinstance(effect, CancelApproval):
+            # The request is withdrawn at once: its control_cancel_request comes before
+            # the event that ends login (nothing follows done), not when the task runs.
+            for conn in self.conns:
+                conn.withdraw()
+            if self._task is not None:
+                self._task.cancel()
+            return True
+        return False
 
     async def settle(self) -> None:
         """Let a cancelled request's task end before the channel closes."""
@@ -159,26 +191,12 @@ class Approvals:
             self._task.cancel()  # a no-op when it is done; the session is over either way
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def intercept(self, effect: object) -> bool:
-        if isinstance(effect, AskApproval) and self._conns:
-            self._task = asyncio.get_running_loop().create_task(self._ask(effect))
-            return True
-        if isinstance(effect, CancelApproval):
-            # The request is withdrawn at once: its control_cancel_request comes before
-            # the event that ends login (nothing follows done), not when the task runs.
-            for conn in self._conns:
-                conn.withdraw()
-            if self._task is not None:
-                self._task.cancel()
-            return True
-        return False
-
-    async def _ask(self, effect: AskApproval) -> None:
+    async def _ask(self, live: Live, effect: AskApproval) -> None:
         request = {"authorize_url": effect.url, "auth_timeout": effect.timeout_ns}
         try:
-            answer = await self._conns[-1].request("authorize", request)
+            answer = await self.conns[-1].request("authorize", request)
         except ControlError as err:
-            self._channel.deliver("_answered", approve=False, reason=err.message)
+            live.deliver("_answered", approve=False, reason=err.message)
             return
         approve = isinstance(answer, dict) and answer.get("approve") is True
-        self._channel.deliver("_answered", approve=approve, reason="")
+        live.deliver("_answered", approve=approve, reason="")

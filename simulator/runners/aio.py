@@ -3,13 +3,14 @@
 Owns: :class:`Hub`, which keeps the wake-ups of every session it hosts in one heap and
 arms a single loop timer for the earliest, and :class:`Channel`, a
 :class:`~simulator.runners.live.LiveSession` on a hub: the loop's clock, a re-armed
-wake-up after every input, and a future that resolves to the run's exit code (or the
-``on_finish`` callback, for a caller that needs no future). The same
+wake-up after every call, and a future that resolves to the run's exit code. The same
 channel serves the process with a control peer (:mod:`simulator.runners.controlled`)
 and thousands of in-process sessions in a load test.
 
-Each timer that fires is reported to the hub's ``on_fire`` hook with when it was due,
-for load-test statistics (how late it fired).
+The hub is its channels' :class:`~simulator.runners.live.Observer` (it hears that a
+call is over, and re-arms; that a run ended, and resolves its future), and it tells an
+observer of its own what every channel does (a load test's statistics: each timer that
+fires, with when it was due; each run's end).
 
 Must not: block, or decide anything about a session's lifecycle: the live session does.
 """
@@ -21,9 +22,11 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from simulator.core.session import Session
+from simulator.core.interface import SessionLike
+from simulator.core.outcome import Outcome
 from simulator.hosts.effects import EffectHost
-from simulator.runners.live import Endpoint, LiveSession
+from simulator.runners.hooks import Endpoint, Live, Observer, Observers, Peer
+from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
 
 __all__ = ["Channel", "Hub"]
@@ -35,39 +38,82 @@ else is ready (a reader's input, a load test starting its sessions), so an overl
 hub makes everything late alike instead of starving the rest of the loop."""
 
 
-class Hub:
+class Hub(Observer):
     """Real-time timers for many sessions on one loop."""
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop | None = None,
         *,
-        on_fire: Callable[[LiveSession, float], None] | None = None,
+        observer: Observer | None = None,
         quantum: float = 0.0,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
         self.time: Callable[[], float] = self.loop.time
         """The loop's clock, in seconds (its own method: read several times an event)."""
-        self.on_fire = on_fire
+        self.observer = observer or Observer()
+        """Told what every channel on the hub does (after the channel's own observer)."""
         self.quantum = quantum
         """Seconds the wake-ups are rounded up to (0: none). With thousands of sessions,
         timers due within one quantum fire in one turn of the loop, up to a quantum late,
         instead of one turn each: a turn costs as much as a few events."""
-        self._heap: list[tuple[float, int, Channel]] = []
+        self._heap: list[tuple[float, int, Live]] = []
+        self._wakeups: dict[Live, float] = {}
+        """The deadline the heap holds for each session (an entry that differs is stale)."""
+        self._futures: dict[Live, asyncio.Future[int]] = {}
         self._seq = itertools.count()
         self._armed: asyncio.TimerHandle | None = None
         self._armed_at = float("inf")
 
-    def schedule(self, channel: Channel) -> None:
-        """(Re)arm ``channel``'s next wake-up, if it has one."""
-        deadline = channel.next_wakeup()
-        if deadline == channel.wakeup:
+    def schedule(self, live: Live) -> None:
+        """(Re)arm ``live``'s next wake-up, if it has one."""
+        deadline = live.next_wakeup()
+        wakeups = self._wakeups
+        if deadline == wakeups.get(live):
             return  # the heap already holds it
-        channel.wakeup = deadline
         if deadline is None:
+            del wakeups[live]
             return
-        heapq.heappush(self._heap, (deadline, next(self._seq), channel))
+        wakeups[live] = deadline
+        heapq.heappush(self._heap, (deadline, next(self._seq), live))
         self._arm(deadline)
+
+    def wakeup(self, live: Live) -> float | None:
+        """The deadline, on the clock, the hub holds for ``live``; None when none."""
+        return self._wakeups.get(live)
+
+    def done(self, live: Live) -> asyncio.Future[int]:
+        """A future that resolves to ``live``'s exit code when its run is over; never in
+        a hang. Made when first asked for: thousands of load-test channels need none,
+        and a future costs ~0.8 KB."""
+        future = self._futures.get(live)
+        if future is None:
+            future = self.loop.create_future()
+            if live.code is not None:
+                future.set_result(live.code)
+            elif not live.hung:
+                self._futures[live] = future
+        return future
+
+    # -- what the channels tell it ----------------------------------------------------
+
+    def produced(self, live: Live, outcome: Outcome) -> None:
+        self.observer.produced(live, outcome)
+
+    def fired(self, live: Live, due: float) -> None:
+        self.observer.fired(live, due)
+
+    def settled(self, live: Live) -> None:
+        self.schedule(live)  # every call may have moved the next wake-up
+
+    def ended(self, live: Live, code: int | None, how: str) -> None:
+        self._wakeups.pop(live, None)
+        self.observer.ended(live, code, how)
+        future = self._futures.pop(live, None)
+        if future is not None and code is not None and not future.done():
+            future.set_result(code)
+
+    # -- the loop's timer -------------------------------------------------------------
 
     def _arm(self, deadline: float) -> None:
         """Wake up for ``deadline`` (at the end of its quantum), unless armed as early."""
@@ -82,7 +128,8 @@ class Hub:
     def _fire(self) -> None:
         self._armed, self._armed_at = None, float("inf")
         now = began = self.time()
-        while self._heap and self._heap[0][0] <= now:
+        heap, wakeups = self._heap, self._wakeups
+        while heap and heap[0][0] <= now:
             if self.time() - began > SLICE:  # the rest after the loop's other work
                 # One wake-up pending at a time: the one a tick above armed goes, and
                 # nothing re-arms meanwhile (-inf): the next turn fires what is due then.
@@ -91,55 +138,48 @@ class Hub:
                 self._armed_at = float("-inf")
                 self._armed = self.loop.call_soon(self._fire)  # type: ignore[assignment]
                 return
-            deadline, _, channel = heapq.heappop(self._heap)
-            if channel.wakeup == deadline:  # else a stale entry: the channel moved on
-                channel.wakeup = None
-                channel.tick()
-        while self._heap and self._heap[0][2].wakeup != self._heap[0][0]:
-            heapq.heappop(self._heap)  # stale: that channel moved on; no wake-up for it
-        if self._heap:
-            self._arm(self._heap[0][0])  # (a tick above may have armed one already)
+            deadline, _, live = heapq.heappop(heap)
+            if wakeups.get(live) == deadline:  # else a stale entry: the session moved on
+                del wakeups[live]
+                live.tick()
+        while heap and wakeups.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)  # stale: that session moved on; no wake-up for it
+        if heap:
+            self._arm(heap[0][0])  # (a tick above may have armed one already)
 
 
 class Channel(LiveSession):
-    """One session in real time on a hub, writing through an endpoint."""
+    """One session in real time on a hub, writing through an endpoint; ``observer``
+    hears what it does before the hub does."""
 
-    __slots__ = ("_done_future", "hub", "wakeup")
+    __slots__ = ("hub",)
 
     def __init__(
         self,
         hub: Hub,
-        session: Session,
+        session: SessionLike,
         stage: OutputStage,
         endpoint: Endpoint,
         *,
         host: EffectHost | None = None,
         owner: int = 0,
+        observer: Observer | None = None,
+        peer: Peer | None = None,
     ) -> None:
-        super().__init__(session, stage, endpoint, clock=hub.time, host=host, owner=owner)
+        told = hub if observer is None else Observers(observer, hub)
+        super().__init__(
+            session,
+            stage,
+            endpoint,
+            clock=hub.time,
+            host=host,
+            owner=owner,
+            observer=told,
+            peer=peer,
+        )
         self.hub = hub
-        self.wakeup: float | None = None
-        """The deadline the hub holds for this channel (stale entries differ from it)."""
-        self._done_future: asyncio.Future[int] | None = None
-        self.on_fire = hub.on_fire
 
     @property
     def done(self) -> asyncio.Future[int]:
-        """Resolves to the exit code when the run is over; never in a hang. Made when
-        first asked for: thousands of load-test channels use ``on_finish`` instead,
-        and a future costs ~0.8 KB."""
-        if self._done_future is None:
-            self._done_future = self.hub.loop.create_future()
-            if self.code is not None:
-                self._done_future.set_result(self.code)
-        return self._done_future
-
-    def _settle(self) -> None:
-        super()._settle()
-        self.hub.schedule(self)  # every input may have moved the next wake-up
-
-    def _finish(self, code: int) -> None:
-        super()._finish(code)
-        future = self._done_future
-        if future is not None and not future.done():
-            future.set_result(code)
+        """Resolves to the exit code when the run is over; never in a hang."""
+        return self.hub.done(self)

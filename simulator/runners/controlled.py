@@ -26,13 +26,13 @@ import stat
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from simulator.control import Conn
-from simulator.core.session import Session
+from simulator.core.interface import SessionLike
 from simulator.errors import ConfigurationError
 from simulator.hosts.effects import EffectHost
-from simulator.runners.admin import Approvals, connect
+from simulator.runners.admin import Peers, connect
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.live import READ_SIZE, SIGNALS, Endpoint
+from simulator.runners.hooks import Endpoint, Live, Observer, observers
+from simulator.runners.live import READ_SIZE, SIGNALS
 from simulator.runners.output import OutputStage
 from simulator.runners.peers import READ_SIZE as PEER_READ_SIZE
 from simulator.runners.peers import SocketPeer
@@ -57,6 +57,44 @@ def parse_address(value: str) -> tuple[str, str]:
     if value.startswith("unix:") and len(value) > len("unix:"):
         return "unix", value[len("unix:") :]
     raise ControlAddressError(f"--control takes stdio or unix:PATH, got {value!r}")
+
+
+class _SignalsOnHang(Observer):
+    """A hang makes a stuck process: signals do what they do by default."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def ended(self, live: Live, code: int | None, how: str) -> None:
+        if how == "hang":
+            for signum in SIGNALS:
+                self.loop.remove_signal_handler(signum)
+
+
+async def _listen(path: str, channel: Channel, peers: Peers) -> asyncio.AbstractServer:
+    """The control socket at ``path`` (mode 0600), each peer on it one of ``peers``."""
+    session = channel.session
+
+    async def on_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Back-pressure and a quiet end (peers.py); every frame redacted (admin.py).
+        peer = SocketPeer(reader, writer, lambda write: connect(write, channel))
+        peers.conns.append(peer.conn)
+        session.peer_attached = True
+        try:
+            await peer.serve()
+        finally:
+            peers.conns.remove(peer.conn)
+            session.peer_attached = bool(peers.conns)
+
+    old_umask = os.umask(0o177)
+    try:
+        return await asyncio.start_unix_server(on_peer, path, limit=PEER_READ_SIZE)
+    except OSError as err:
+        raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
+    finally:
+        os.umask(old_umask)
 
 
 def _prepare_socket_path(path: str) -> None:
@@ -129,7 +167,7 @@ async def _unheld(channel: Channel) -> None:
 
 
 async def serve(
-    session: Session,
+    session: SessionLike,
     address: str,
     *,
     endpoint: Endpoint,
@@ -139,54 +177,32 @@ async def serve(
     journal: JournalWriter | None = None,
 ) -> int:
     """Run ``session`` on stdin and ``endpoint`` with the admin API at ``address``; the
-    exit code. ``stage`` defaults to the session's scenario faults, unframed; with
-    ``journal``, the live session journals the run there."""
+    exit code. ``stage`` defaults to one without transport faults, unframed; with
+    ``journal``, the run is journaled there."""
     kind, path = parse_address(address)
     loop = asyncio.get_running_loop()
-    stage = stage or OutputStage.for_session(session)
-    channel = Channel(Hub(loop), session, stage, endpoint, host=host)
-    channel.journal = journal
-    conns: list[Conn] = []
-    approvals = Approvals(channel, conns)
-    channel.intercept = approvals.intercept
+    stage = stage or OutputStage.for_scenario(None, speed=session.speed)
+    journaling = None
+    if journal is not None:
+        from simulator.runners.journaling import Journaling
+
+        journaling = Journaling(journal, session)
+    peers = Peers()
+    observer = observers(journaling, _SignalsOnHang(loop))
+    channel = Channel(Hub(loop), session, stage, endpoint, host=host, observer=observer, peer=peers)
     server: asyncio.AbstractServer | None = None
 
     if kind == "stdio":
-        conn = connect(channel.send, channel)  # every frame redacted (admin.py)
-        conns.append(conn)
-        channel.control = conn.handle_frame
+        peers.stdio = connect(channel.send, channel)  # every frame redacted (admin.py)
+        peers.conns.append(peers.stdio)
     else:
         _prepare_socket_path(path)
-
-        async def on_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            # Back-pressure and a quiet end (peers.py); every frame redacted (admin.py).
-            peer = SocketPeer(reader, writer, lambda write: connect(write, channel))
-            conns.append(peer.conn)
-            session.peer_attached = True
-            try:
-                await peer.serve()
-            finally:
-                conns.remove(peer.conn)
-                session.peer_attached = bool(conns)
-
-        old_umask = os.umask(0o177)
-        try:
-            server = await asyncio.start_unix_server(on_peer, path, limit=PEER_READ_SIZE)
-        except OSError as err:
-            raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
-        finally:
-            os.umask(old_umask)
-    session.peer_attached = bool(conns)
+        server = await _listen(path, channel, peers)
+    session.peer_attached = bool(peers.conns)
 
     for signum in SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, channel.quit)
-
-    def on_hang() -> None:  # a stuck process: signals do what they do by default
-        for signum in SIGNALS:
-            loop.remove_signal_handler(signum)
-
-    channel.on_hang = on_hang
 
     async def pump() -> None:
         async for data in _reads(in_fd, lambda: channel.reading):
@@ -205,10 +221,10 @@ async def serve(
         if reader.done() and reader.exception() is not None:
             raise reader.exception()  # type: ignore[misc]  # the simulator's own bug
         code = await channel.done
-        await approvals.settle()
+        await peers.settle()
     finally:
         reader.cancel()
-        for conn in conns:
+        for conn in peers.conns:
             conn.close()
         if server is not None:
             server.close()

@@ -15,19 +15,14 @@ on a thread, thousands of sessions on one asyncio loop):
 6. transport faults: ``exit`` ends the run with its code, ``hang`` stops everything
    for good, ``close_stdout`` and ``stop_reading`` do what they say.
 
-With a :attr:`LiveSession.journal` (``--journal FILE``), what happened goes to it from
-here, the one place that knows: each line the session journaled (handed over as the
-session records it: the session itself keeps only a bounded few,
-:mod:`simulator.core.transcript`), each event it produced, and how the run ended
-(:data:`simulator.hosts.journal.HOWS`). Without one, nothing is done for it.
-
-Each session call's :class:`~simulator.core.session.Outcome` goes the same way: its
-effects are performed (:meth:`~simulator.hosts.effects.EffectHost.perform_all`, a
-control peer first offered those it answers), any result goes back to the session as
-a new input, and its events go through the
-:class:`~simulator.runners.output.OutputStage` to actions carried out on an
-:class:`Endpoint`. A split event's pauses are waits, not sleeps: the rest of its
-actions wait in a backlog, and :meth:`LiveSession.next_wakeup` says when to go on.
+Each session call's :class:`~simulator.core.outcome.Outcome` goes one way: its effects
+are performed (a control peer first offered those it answers), any result goes back
+to the session as a new input, and its events go through the
+:class:`~simulator.runners.output.OutputStage` to actions, each a method
+(:mod:`simulator.runners.hooks`): ``Write(data)`` is ``_act_write(data)``,
+``Stderr(line)`` is ``endpoint.stderr(line)``. A split event's pauses are waits, not
+sleeps: the rest of its actions wait in a backlog until :meth:`LiveSession.next_wakeup`.
+What happens is told to one observer given at construction (``--journal``'s, a hub's).
 
 Must not: sleep, block or read anything. The loop around it reads input, waits until
 :meth:`LiveSession.next_wakeup`, and calls in; the clock it is given is its only
@@ -39,21 +34,19 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Final
 
 import msgspec
 
-from simulator.core.envelope import RejectedLine, decode_command
+from simulator.core.interface import SessionLike
 from simulator.core.lines import LineBuffer
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
 from simulator.hosts.effects import EffectHost
+from simulator.runners.hooks import Endpoint, Observer, Peer, carrier, carriers
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults
 
-if TYPE_CHECKING:
-    from simulator.hosts.journal import JournalWriter
-
-__all__ = ["READ_SIZE", "SIGNALS", "Endpoint", "LiveSession"]
+__all__ = ["NOBODY_ANSWERS", "READ_SIZE", "SIGNALS", "LiveSession"]
 
 READ_SIZE = 1 << 16
 """How much of the client's stream a loop reads at a time."""
@@ -65,25 +58,12 @@ NOBODY_ANSWERS = "zread: stdin is closed: nothing can answer; waiting for {waiti
 """The stderr line of a session left waiting after the end of its input."""
 
 
-class Endpoint(Protocol):
-    """Where a session's actions go: a process's pipes, a socket, a counter."""
-
-    def write(self, data: bytes) -> bool:
-        """Hand ``data`` over; False when the reader has gone away."""
-        ...
-
-    def stderr(self, line: str) -> None: ...
-
-    def close_output(self) -> None: ...
-
-
 class LiveSession:
     """One session in real time on ``clock``, writing through ``endpoint``."""
 
     __slots__ = (
         "_backlog",
         "_clock",
-        "_covered",
         "_done",
         "_ending",
         "_lines",
@@ -91,20 +71,15 @@ class LiveSession:
         "_resume_at",
         "_stopped",
         "_told",
-        "_waiting",
         "code",
-        "control",
         "endpoint",
         "host",
         "hung",
         "input_closed",
-        "intercept",
-        "journal",
-        "on_finish",
-        "on_fire",
-        "on_hang",
+        "observer",
         "origin",
         "owner",
+        "peer",
         "reading",
         "session",
         "stage",
@@ -112,54 +87,37 @@ class LiveSession:
 
     def __init__(
         self,
-        session: Session,
+        session: SessionLike,
         stage: OutputStage,
         endpoint: Endpoint,
         *,
         clock: Callable[[], float],
         host: EffectHost | None = None,
         owner: int = 0,
+        observer: Observer | None = None,
+        peer: Peer | None = None,
     ) -> None:
         self.session = session
         self.stage = stage
         self.endpoint = endpoint
         self.host = host or EffectHost()
-        self.owner = owner
-        """Who this session is to the host (whose server to stop)."""
+        self.owner = owner  # who this session is to the host (whose server to stop)
+        self.observer = observer  # told what happens (None: nobody is)
+        self.peer = peer
         self._clock = clock
         self.origin = clock()
         """The clock's reading at session time 0 (moved on by the time spent paused)."""
-        self.code: int | None = None
-        """The run's exit code once it is over; None while it runs (and in a hang)."""
+        self.code: int | None = None  # the exit code once over; None till then, in a hang
         self.hung = False
-        self.reading = True
-        """False once a ``stop_reading`` fault fired or the run is over: read no more."""
-        self.intercept: Callable[[object], bool] | None = None
-        """Offered each effect first; True means it took care of it (a control peer)."""
-        self.control: Callable[[bytes], bool] | None = None
-        """Offered each input line first; True means it was a control frame."""
-        self.on_finish: Callable[[int], None] | None = None
-        self.on_hang: Callable[[], None] | None = None
-        self.on_fire: Callable[[LiveSession, float], None] | None = None
-        """Told of each timer as it fires, with when it was due on the clock: how late
-        it fired is the clock now minus that (load-test statistics)."""
-        self.journal: JournalWriter | None = None
-        """Where what happens is journaled (``--journal``); set before :meth:`start`."""
-        self._covered: tuple[tuple[int, ...], frozenset[str]] = ((0, 0, 0, 0), frozenset())
-        """What the journal's ``cover`` records said so far (the session's marks, the
-        faults fired)."""
-        self._ending = ""
-        """What is ending the run (a ``how`` of the journal), once something is."""
+        self.reading = True  # False once a stop_reading fault fired or the run is over
+        self._ending = ""  # what is ending the run (a ``how`` of the journal), once known
         self._lines = LineBuffer()
         self._paused_at: float | None = None
         self._backlog: deque[faults.Action] = deque()
-        self._waiting = False
-        self._resume_at = 0.0
+        self._resume_at: float | None = None  # when a split event's pause ends; None: none
         self._stopped = False
-        self._done = False
-        """The session's ``done:true`` event came out (as its outcomes said)."""
-        self.input_closed = False
-        """The client's stream ended: nothing more will be read."""
+        self._done = False  # the session's done:true event came out
+        self.input_closed = False  # the client's stream ended: nothing more will be read
         self._told = False
 
     # -- the clock -------------------------------------------------------------------
@@ -171,11 +129,10 @@ class LiveSession:
         return self._clock() - self.origin
 
     def next_wakeup(self) -> float | None:
-        """When, on the clock, the loop must call :meth:`tick` next; None: only input
-        (or nothing) can move this session on."""
+        """When, on the clock, :meth:`tick` is due next; None: only input can move it."""
         if self._stopped:
             return None
-        wakeup = self._resume_at if self._waiting else None
+        wakeup = self._resume_at
         if self._paused_at is None and not self._done:
             deadline = self.session.next_deadline()
             if deadline is not None:
@@ -185,14 +142,13 @@ class LiveSession:
 
     @property
     def held(self) -> int:
-        """How many actions (lines, a control peer's among them) wait behind a split
-        event's pause; a reader of the client's stream may wait while there are many."""
+        """How many actions wait behind a split event's pause (a reader may wait)."""
         return len(self._backlog)
 
     @property
     def resume_at(self) -> float | None:
         """When, on the clock, a split event's pause ends; None when none holds."""
-        return self._resume_at if self._waiting else None
+        return self._resume_at
 
     @property
     def finished(self) -> bool:
@@ -203,8 +159,6 @@ class LiveSession:
 
     def start(self) -> None:
         """(1) The first event, before anything is read."""
-        if self.journal is not None:  # each line as the session records it
-            self.session.transcript.listener = self.journal.line
         self._take(self.session.start())
         self._settle()
 
@@ -212,8 +166,9 @@ class LiveSession:
         """Bytes read from the client's stream; ``b""`` is the end of input (3)."""
         if not self.reading:
             return
+        peer = self.peer
         for line in self._lines.push(data) if data else self._lines.finish():
-            if self.control is not None and self.control(line):
+            if peer is not None and peer.frame(self, line):
                 continue
             self.feed(line)
             if self._done:
@@ -238,20 +193,15 @@ class LiveSession:
             self.tick()
         if not self._stopped and not self._done:
             outcome = self.session.feed(line)
-            if self.journal is not None and outcome.done and not self._ending:
-                self._ending = "quit" if _is_quit(line) else "done"
+            if outcome.done and not self._ending:
+                self._ending = "quit" if outcome.quit else "done"
             self._take(outcome)
         self._settle()
 
     def _due_before(self, moment: float) -> bool:
         deadline = self.session.next_deadline()
-        return (
-            not self._stopped
-            and not self._done
-            and self._paused_at is None
-            and deadline is not None
-            and self.origin + deadline < moment
-        )
+        due = deadline is not None and self.origin + deadline < moment
+        return due and not self._stopped and not self._done and self._paused_at is None
 
     def quit(self, how: str = "signal") -> None:
         """(3) A signal, or a runner ending the session: it quits, as with ``quit``.
@@ -274,38 +224,38 @@ class LiveSession:
             self._settle()
 
     def tick(self) -> None:
-        """Go on writing a split event whose pause is over, and fire every timer due.
-
-        Only the timers armed before this call: one that a firing arms and that is due
-        at once (every timer at ``--speed 0``) waits for the next call, so the loop
-        reads what is waiting on input between firings, and ``quit`` holds at any time.
-        """
+        """Go on writing a split event whose pause is over; fire the timers due that were
+        armed before this call (one a firing arms due at once, every one at ``--speed
+        0``, waits: the loop reads its input between firings; ``quit`` holds any time)."""
         now = self._clock()
-        if self._waiting and now >= self._resume_at:
-            self._waiting = False
+        if self._resume_at is not None and now >= self._resume_at:
+            self._resume_at = None
             actions = list(self._backlog)
             self._backlog.clear()
             self._carry_out(actions)
         if self._paused_at is None:
-            session, origin, on_fire = self.session, self.origin, self.on_fire
-            armed = session.armed
-            while not self._stopped:
-                timer = session.next_timer()
-                # Compared on the clock, as next_wakeup() promised it: origin + deadline
-                # minus origin may come out a hair below the deadline.
-                if timer is None or timer.seq > armed or origin + timer.deadline > now:
-                    break
-                outcome = session.step()
-                if on_fire is not None:
-                    on_fire(self, origin + timer.deadline)
-                self._take(outcome)
-            deadline = session.next_deadline()
-            nothing_due = deadline is None or origin + deadline > now
-            if not self._stopped and not self._done and nothing_due:
-                # The clock moves. A timer armed by this tick and due already (at speed
-                # 0, all of them) is left to the next tick: advance() would fire it now.
-                self._take(session.advance(now - origin))
+            self._fire_due(now)
         self._settle()
+
+    def _fire_due(self, now: float) -> None:
+        session, origin, observer = self.session, self.origin, self.observer
+        armed = session.armed
+        while not self._stopped:
+            timer = session.next_timer()
+            # Compared on the clock, as next_wakeup() promised it: origin + deadline
+            # minus origin may come out a hair below the deadline.
+            if timer is None or timer.seq > armed or origin + timer.deadline > now:
+                break
+            outcome = session.step()
+            if observer is not None:
+                observer.fired(self, origin + timer.deadline)
+            self._take(outcome)
+        deadline = session.next_deadline()
+        nothing_due = deadline is None or origin + deadline > now
+        if not self._stopped and not self._done and nothing_due:
+            # The clock moves. A timer armed by this tick and due already (at speed
+            # 0, all of them) is left to the next tick: advance() would fire it now.
+            self._take(session.advance(now - origin))
 
     # -- admin -------------------------------------------------------------------------
 
@@ -335,14 +285,13 @@ class LiveSession:
         self._settle()
 
     def send(self, line: bytes) -> None:
-        """Write a whole line of the runner's own (a control frame), between events:
-        after whatever a split event still has to write."""
+        """A whole line of the runner's own (a control frame), after a split event."""
         self._carry_out([faults.Write(line)])
 
     def close(self) -> None:
         """Stop for good and release what the effects hold (servers, the home)."""
-        if self.journal is not None and not self.hung:
-            self.journal.exit(self.now(), self.code, self._ending or "aborted")
+        if self.code is None and not self._stopped:
+            self._told_end(None, self._ending or "aborted")
         self._stopped = True
         self.reading = False
         self._backlog.clear()
@@ -354,77 +303,79 @@ class LiveSession:
         """Perform the effects of one session call, then write its events."""
         self._done = self._done or outcome.done
         if outcome.effects:
-            effects = outcome.effects
-            if self.intercept is not None:
-                effects = [effect for effect in effects if not self.intercept(effect)]
-            for effect, result in self.host.perform_all(self.owner, effects):
-                self._take(self.session.resolve(effect, result))
+            self._perform(outcome.effects)
         if outcome:
-            plain = self.stage.plain and not self._waiting
-            actions = None if plain else self.stage.actions(outcome)
-            if self.journal is not None:
-                self._journal_cover()
-                for event, state in zip(outcome, outcome.states, strict=False):
-                    self.journal.event(self.session.now, event, state)
-            if actions is not None:
-                self._carry_out(actions)
-                return
-            # The fast path: no fault, no framing, nothing held back: each event is one
-            # write of the whole line, as the output stage would say.
-            self.stage.count(outcome)
-            for event in outcome:
-                if self._stopped:
-                    return
-                self._write(event)
+            self._put_out(outcome)
 
-    def _write(self, data: bytes) -> None:
-        if not self.endpoint.write(data):
-            self._ending = "reader-gone"
-            self._end(0)  # (4) the reader went away: a quiet end
+    def _perform(self, effects: list[object]) -> None:
+        peer = self.peer
+        if peer is not None:
+            effects = [effect for effect in effects if not peer.effect(self, effect)]
+        for effect, result in self.host.perform_all(self.owner, effects):
+            self._take(self.session.resolve(effect, result))
+
+    def _put_out(self, outcome: Outcome) -> None:
+        stage = self.stage
+        actions = None if stage.plain and self._resume_at is None else stage.actions(outcome)
+        if self.observer is not None:
+            self.observer.produced(self, outcome)
+        if actions is not None:
+            self._carry_out(actions)
+            return
+        # The fast path: no fault, no framing, nothing held back: each event is one
+        # write of the whole line, as the output stage would say.
+        stage.count(outcome)
+        for event in outcome:
+            if self._stopped:
+                return
+            self._act_write(event)
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
-        if self._waiting:
+        if self._resume_at is not None:
             self._backlog.extend(actions)
             return
         for index, action in enumerate(actions):
             if self._stopped:
                 return
-            if isinstance(action, faults.Pause):
-                if action.seconds > 0:
-                    self._waiting = True
-                    self._resume_at = self._clock() + action.seconds
-                    self._backlog.extend(actions[index + 1 :])
-                    return
-            elif isinstance(action, faults.Write):
-                self._write(action.data)
-            elif isinstance(action, faults.Stderr):
-                self.endpoint.stderr(action.line)
-            elif isinstance(action, faults.CloseStdout):
-                self.endpoint.close_output()
-            elif isinstance(action, faults.StopReading):
-                self.reading = False
-            elif isinstance(action, faults.Exit):
-                self._ending = "fault-exit"
-                self._end(action.code)
-            elif isinstance(action, faults.Hang):
-                self._stopped, self.hung, self.reading = True, True, False
-                self._backlog.clear()
-                if self.journal is not None:
-                    self.journal.exit(self.now(), None, "hang")
-                if self.on_hang is not None:
-                    self.on_hang()
+            act = _CARRIERS.get(type(action)) or carrier(type(action), LiveSession)
+            act(self, *msgspec.structs.astuple(action))
+            if self._resume_at is not None:  # a pause: the rest waits
+                self._backlog.extend(actions[index + 1 :])
+                return
+
+    def _act_write(self, data: bytes) -> None:  # the actions that change the run
+        if not self.endpoint.write(data):
+            self._ending = "reader-gone"
+            self._end(0)  # (4) the reader went away: a quiet end
+
+    def _act_pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self._resume_at = self._clock() + seconds
+
+    def _act_stop_reading(self) -> None:
+        self.reading = False
+
+    def _act_exit(self, code: int) -> None:
+        self._ending = "fault-exit"
+        self._end(code)
+
+    def _act_hang(self) -> None:
+        self._stopped, self.hung, self.reading = True, True, False
+        self._backlog.clear()
+        self._told_end(None, "hang")
 
     def _settle(self) -> None:
-        """(5) Done and everything written: the run is over (a control peer's frames
-        may still be written). (3) Left waiting with its input closed: say so, once."""
-        if self._stopped or self._waiting:
-            return
-        if self._done:
-            self._finish(0)
-        elif self.input_closed and not self._told and self.next_wakeup() is None:
-            self._told = True
-            waiting = ", ".join(self.session.waiting_for) or "nothing"
-            self.endpoint.stderr(NOBODY_ANSWERS.format(waiting=waiting))
+        """(5) Done and all written: the run is over. (3) Left waiting with its input
+        closed: say so, once. Then the observer hears that the call is over."""
+        if not self._stopped and self._resume_at is None:
+            if self._done:
+                self._finish(0)
+            elif self.input_closed and not self._told and self.next_wakeup() is None:
+                self._told = True
+                waiting = ", ".join(self.session.waiting_for) or "nothing"
+                self.endpoint.stderr(NOBODY_ANSWERS.format(waiting=waiting))
+        if self.observer is not None:
+            self.observer.settled(self)
 
     def _end(self, code: int) -> None:
         """An exit, or the reader gone: nothing more is written or read."""
@@ -437,26 +388,13 @@ class LiveSession:
         self.reading = False
         if self.code is None:
             self.code = code
-            if self.journal is not None:
-                self.journal.exit(self.now(), code, self._ending or "done")
-            if self.on_finish is not None:
-                self.on_finish(code)
+            self._told_end(code, self._ending or "done")
 
-    def _journal_cover(self) -> None:
-        """Tell the journal what the session reached since it was last told."""
-        assert self.journal is not None
-        marks, faults_fired = self.session.coverage_marks, self.stage.faults.fired
-        old_marks, old_faults = self._covered
-        if marks == old_marks and faults_fired == old_faults:
-            return
-        self._covered = marks, faults_fired
-        new = self.session.chart.reached(*(m & ~o for m, o in zip(marks, old_marks, strict=True)))
-        new = msgspec.structs.replace(new, faults=faults_fired - old_faults)
-        self.journal.cover(self.session.now, new)
+    def _told_end(self, code: int | None, how: str) -> None:
+        if self.observer is not None:
+            self.observer.ended(self, code, how)
 
 
-def _is_quit(line: bytes) -> bool:
-    try:
-        return decode_command(line).type == "quit"
-    except RejectedLine:
-        return False
+_CARRIERS: Final = carriers(LiveSession)
+"""Each action of :data:`simulator.scenario.faults.Action` and what carries it out
+(looked up when the module is imported: an action without a method fails then)."""

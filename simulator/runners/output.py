@@ -9,15 +9,19 @@ pause, a line on stderr, exit, hang, close stdout, stop reading); without faults
 framing it is one write per event.
 
 Must not: write, sleep, read the clock, perform effects, or ask the session anything:
-everything it needs is in the :class:`~simulator.core.session.Outcome` it is given.
+everything it needs is in the :class:`~simulator.core.outcome.Outcome` it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
 from simulator.scenario import faults
+
+if TYPE_CHECKING:
+    from simulator.scenario import Scenario
 
 __all__ = ["OutputStage"]
 
@@ -39,11 +43,14 @@ class OutputStage:
             self._chunk_line, self._framed_doc = clijson.chunk_line, clijson.framed
 
     @classmethod
-    def for_session(cls, session: Session, *, frame: bool = False) -> OutputStage:
-        """The stage for ``session``: its scenario's faults, drawn from its seed."""
-        plan = faults.FaultPlan(
-            session.scenario.faults, f"zread-sim:{session.seed}:transport", speed=session.speed
-        )
+    def for_scenario(
+        cls, scenario: Scenario | None, *, seed: int = 0, speed: float = 1.0, frame: bool = False
+    ) -> OutputStage:
+        """The stage of a run of ``scenario`` (None: one without transport faults, a
+        replay's): its transport faults, drawn from ``seed``; ``speed`` (the session's)
+        multiplies their pauses."""
+        planned = [] if scenario is None else scenario.faults
+        plan = faults.FaultPlan(planned, f"zread-sim:{seed}:transport", speed=speed)
         return cls(plan, frame=frame)
 
     @property

@@ -24,6 +24,7 @@ from simulator.hosts.effects import EffectHost
 from simulator.runners.stdio import ProcessRunner
 
 if TYPE_CHECKING:
+    from simulator.core.interface import SessionLike
     from simulator.core.session import Session
     from simulator.scenario import Scenario
 
@@ -36,7 +37,11 @@ STREAM_LIMIT = 64 << 20
 class PipeProcess:
     """One session running on a thread behind OS pipes; like a ``subprocess.Popen``."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(
+        self, session: SessionLike, *, scenario: Scenario | None = None, seed: int = 0
+    ) -> None:
+        """``session`` runs with the transport faults of ``scenario`` (none without
+        one), drawn from ``seed``, as the process runs them."""
         self.session = session
         self.returncode: int | None = None
         in_r, self._in_w = os.pipe()
@@ -44,9 +49,11 @@ class PipeProcess:
         # Closed by _serve when the run ends.
         stdin = open(in_r, "rb", buffering=0)  # noqa: SIM115
         stdout = open(out_w, "wb", buffering=0)  # noqa: SIM115
-        self._runner = ProcessRunner(session, stdin, stdout, effects=EffectHost())
+        self._runner = ProcessRunner(
+            session, stdin, stdout, scenario=scenario, seed=seed, effects=EffectHost()
+        )
         self._thread = threading.Thread(
-            target=self._serve, args=(stdin, stdout), name=f"zread-sim {session.chart.name}"
+            target=self._serve, args=(stdin, stdout), name=f"zread-sim {session.command}"
         )
         self._thread.daemon = True
         self._thread.start()
@@ -80,8 +87,10 @@ class PipeProcess:
 class FilePipeProcess(PipeProcess):
     """A :class:`PipeProcess` whose ends are binary file objects, like ``Popen``'s."""
 
-    def __init__(self, session: Session) -> None:
-        super().__init__(session)
+    def __init__(
+        self, session: SessionLike, *, scenario: Scenario | None = None, seed: int = 0
+    ) -> None:
+        super().__init__(session, scenario=scenario, seed=seed)
         in_w, out_r = self.take_fds()
         self.stdin: IO[bytes] = open(in_w, "wb")  # noqa: SIM115 - closed by close()
         self.stdout: IO[bytes] = open(out_r, "rb")  # noqa: SIM115 - closed by close()
@@ -137,10 +146,13 @@ class AsyncPipeProcess:
 
 def _session(
     command: str, args: Sequence[str], scenario: str | Scenario, seed: int, speed: float
-) -> Session:
+) -> tuple[Session, Scenario]:
+    """The session, and the scenario whose transport faults its runner plays."""
     from simulator.launch import build_session
+    from simulator.scenario import load_scenario
 
-    return build_session(command, args, scenario=scenario, seed=seed, speed=speed)
+    loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+    return build_session(command, args, scenario=loaded, seed=seed, speed=speed), loaded
 
 
 def spawn(
@@ -151,7 +163,8 @@ def spawn(
     speed: float = 1.0,
 ) -> FilePipeProcess:
     """Run ``zread <command> *args --stdio`` behind pipes; binary file objects."""
-    return FilePipeProcess(_session(command, args, scenario, seed, speed))
+    session, loaded = _session(command, args, scenario, seed, speed)
+    return FilePipeProcess(session, scenario=loaded, seed=seed)
 
 
 async def spawn_async(
@@ -163,7 +176,8 @@ async def spawn_async(
 ) -> AsyncPipeProcess:
     """Run ``zread <command> *args --stdio`` behind pipes; asyncio streams."""
     loop = asyncio.get_running_loop()
-    process = PipeProcess(_session(command, args, scenario, seed, speed))
+    session, loaded = _session(command, args, scenario, seed, speed)
+    process = PipeProcess(session, scenario=loaded, seed=seed)
     in_w, out_r = process.take_fds()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
     # The transports own the file objects and close them.

@@ -23,14 +23,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from simulator.core.session import Session
+from simulator.core.interface import SessionLike
 from simulator.hosts.effects import EffectHost
+from simulator.runners.hooks import Live, Observer, observers
 from simulator.runners.live import READ_SIZE, SIGNALS, LiveSession
 from simulator.runners.output import OutputStage
 
 if TYPE_CHECKING:
     from simulator.core.secrets import Secrets
     from simulator.hosts.journal import JournalWriter
+    from simulator.scenario import Scenario
 
 __all__ = [
     "ProcessEndpoint",
@@ -92,19 +94,22 @@ class ProcessEndpoint:
     def stderr(self, line: str) -> None:
         write_line(self.err_fd, line if self.secrets is None else self.secrets.redact_text(line))
 
-    def close_output(self) -> None:
+    def close_stdout(self) -> None:
         point_at_devnull(self.out_fd)
 
 
 class ProcessRunner:
-    """Runs one session between a readable and a writable binary stream."""
+    """Runs one session between a readable and a writable binary stream; the transport
+    faults are ``scenario``'s (none without one), drawn from ``seed``."""
 
     def __init__(
         self,
-        session: Session,
+        session: SessionLike,
         stdin: BinaryIO,
         stdout: BinaryIO,
         *,
+        scenario: Scenario | None = None,
+        seed: int = 0,
         stderr_fd: int = 2,
         clock: Callable[[], float] = time.monotonic,
         effects: EffectHost | None = None,
@@ -116,12 +121,14 @@ class ProcessRunner:
     ) -> None:
         self.session = session
         self._journal = journal
-        """``--journal``: what happens is appended there (LiveSession writes it)."""
+        """``--journal``: what happens is appended there (a Journaling observer writes it)."""
         self._lateness_file = lateness_file
         """Where to write, at the end, how late each timer fired (``load``'s children)."""
         self._in_fd = stdin.fileno()
         self._endpoint = ProcessEndpoint(stdout.fileno(), stderr_fd, secrets)
-        self._stage = OutputStage.for_session(session, frame=frame)
+        self._stage = OutputStage.for_scenario(
+            scenario, seed=seed, speed=session.speed, frame=frame
+        )
         self._host = effects or EffectHost()
         self._clock = clock
         self._control = control
@@ -148,22 +155,28 @@ class ProcessRunner:
                     journal=self._journal,
                 )
             )
+        lateness = _Lateness(self._clock) if self._lateness_file else None
+        journaling = None
+        if self._journal is not None:
+            from simulator.runners.journaling import Journaling
+
+            journaling = Journaling(self._journal, self.session)
         live = LiveSession(
-            self.session, self._stage, self._endpoint, clock=self._clock, host=self._host
+            self.session,
+            self._stage,
+            self._endpoint,
+            clock=self._clock,
+            host=self._host,
+            observer=observers(journaling, lateness),
         )
-        live.journal = self._journal
-        lateness: list[float] = []
-        if self._lateness_file:
-            clock = self._clock
-            live.on_fire = lambda _, due: lateness.append(clock() - due)
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)
             return self._hang() if live.hung else live.code or 0
         finally:
             live.close()
-            if self._lateness_file:
-                _write_lateness(self._lateness_file, lateness)
+            if lateness is not None:
+                _write_lateness(self._lateness_file, lateness.samples)
 
     def _loop(self, live: LiveSession, wakeup: int | None) -> None:
         # poll, not epoll: epoll refuses regular files, and stdin may be one.
@@ -258,6 +271,19 @@ class ProcessRunner:
 LATENESS_FILE = "ZREAD_SIM_LATENESS_FILE"
 """Set by ``load``'s process mode for each child: the file the child writes how late
 each of its timers fired (``simulator.tools.load.processes.read_lateness``)."""
+
+
+class _Lateness(Observer):
+    """How late each timer fired, on ``clock`` (``load``'s children measure it)."""
+
+    __slots__ = ("clock", "samples")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.samples: list[float] = []
+
+    def fired(self, live: Live, due: float) -> None:
+        self.samples.append(self.clock() - due)
 
 
 def _write_lateness(path: str, samples: list[float]) -> None:

@@ -22,11 +22,14 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from simulator.core.effects import AskApproval, CancelApproval
+from simulator.core.entries import JournalEntry
+from simulator.core.interface import SessionLike
+from simulator.core.outcome import Outcome
 from simulator.core.secrets import redact_line
-from simulator.core.session import JournalEntry, Outcome, Session
+from simulator.core.session import Session
 from simulator.errors import MisuseError
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario
@@ -34,6 +37,10 @@ from simulator.scenario import Scenario
 __all__ = ["SimSession", "SimulationError", "TranscriptLine", "ZreadSim", "start"]
 
 Event = dict[str, Any]
+
+S = TypeVar("S", bound=SessionLike)
+"""The session a :class:`SimSession` drives: any :class:`SessionLike` (``start`` makes a
+chart's :class:`~simulator.core.session.Session`)."""
 
 DEFAULT_HORIZON = 24 * 3600.0
 """How much virtual time a wait may spend before it calls the session stuck."""
@@ -62,11 +69,11 @@ class TranscriptLine:
         )
 
 
-class SimSession:
+class SimSession(Generic[S]):
     """One simulated zread session driven by a test, in virtual time."""
 
     def __init__(
-        self, session: Session, *, effects: EffectHost | None = None, peer: bool = False
+        self, session: S, *, effects: EffectHost | None = None, peer: bool = False
     ) -> None:
         self._session = session
         self._effects = effects or EffectHost()
@@ -88,7 +95,7 @@ class SimSession:
     # -- what a test reads ---------------------------------------------------------
 
     @property
-    def session(self) -> Session:
+    def session(self) -> S:
         """The sans-I/O session underneath."""
         return self._session
 
@@ -202,7 +209,7 @@ class SimSession:
             self.quit()
         self._effects.close()
 
-    def __enter__(self) -> SimSession:
+    def __enter__(self) -> SimSession[S]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -252,7 +259,7 @@ def start(
     project: str | os.PathLike[str] | None = None,
     ignore_faults: bool = False,
     peer: bool = False,
-) -> SimSession:
+) -> SimSession[Session]:
     """Start ``zread <command> *args --stdio`` in virtual time.
 
     ``args`` are zread's own flags (``"-y"``, ``"--draft", "resume"``, ...); ``scenario``
@@ -314,7 +321,7 @@ class ZreadSim:
     ) -> None:
         self.home = home
         self.project = project
-        self.sessions: list[SimSession] = []
+        self.sessions: list[SimSession[Session]] = []
 
     def start(
         self,
@@ -325,7 +332,7 @@ class ZreadSim:
         speed: float = 1.0,
         ignore_faults: bool = False,
         peer: bool = False,
-    ) -> SimSession:
+    ) -> SimSession[Session]:
         """Start ``zread <command> *args --stdio`` in virtual time (see :func:`start`)."""
         session = start(
             command,

@@ -18,9 +18,10 @@ from simulator.core.driver import Driver, Flags
 from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.core.envelope import MAX_LINE_BYTES
 from simulator.core.session import Outcome, Session, SessionError
-from simulator.scenario import Scenario, ScenarioError, load_scenario
+from simulator.scenario import Scenario, load_scenario
 from simulator.scenario.timing import Delay
 from statecharts import load_chart
+from statecharts.login import LoginFlags
 
 QUIT = b'{"type":"quit"}'
 SCRIPT = {
@@ -141,11 +142,18 @@ def test_negative_speed_is_refused() -> None:
         new_session("update", speed=-1.0)
 
 
-def test_scenario_without_a_needed_delay_is_refused() -> None:
+def test_a_scenarios_delay_wins_and_the_charts_default_fills_in() -> None:
     scenario = load_scenario("default")
-    timing = {k: v for k, v in scenario.timing.items() if k != "check"}
-    with pytest.raises(ScenarioError, match="check"):
-        Session(load_chart("update"), msgspec.structs.replace(scenario, timing=timing))
+    assert "check" not in scenario.timing  # update's chart has its default
+    session = Session(load_chart("update"), scenario)
+    session.start()
+    deadline = session.next_deadline()
+    low, high = load_chart("update").timing["check"].uniform or (0.0, 0.0)
+    assert deadline is not None and low <= deadline <= high
+    own = msgspec.structs.replace(scenario, timing={"check": Delay(fixed=9.0)})
+    session = Session(load_chart("update"), own)
+    session.start()
+    assert session.next_deadline() == 9.0
 
 
 # -- first events and gates ----------------------------------------------------------
@@ -509,6 +517,7 @@ class TickModel(Driver):
 TICK_CHART = {
     "name": "tick",
     "model": "TickModel",
+    "timing": {"fast": {"fixed": 50.0}, "slow": {"fixed": 60.0}, "beat": {"fixed": 70.0}},
     "initial": "run",
     "states": [
         {
@@ -802,7 +811,7 @@ def test_timing_draws_do_not_move_the_world_stream() -> None:
         session = new_session("login", seed=21)
         session.start()
         for _ in range(draws):
-            session.cancel(session.schedule("_flow_ready", "authorize"))
+            session.runtime.cancel(session.runtime.schedule("_flow_ready", "authorize"))
         play(session, stop_at="waiting")
         url: str = event(session.feed(QUIT)[0])["vm"]["authorize_url"]
         return url
@@ -813,7 +822,7 @@ def test_timing_draws_do_not_move_the_world_stream() -> None:
 def test_cancelled_timer_never_fires() -> None:
     session, _ = reach("login", "init_flow")
     (timer,) = session.pending()
-    session.cancel(timer.seq)
+    session.runtime.cancel(timer.seq)
     assert session.pending() == []
     assert session.next_deadline() is None
     assert session.advance(1e6) == []
@@ -873,7 +882,7 @@ def test_login_quit_before_done_saves_nothing() -> None:
 
 
 def test_login_custom_flag_ends_at_once_without_saving() -> None:
-    session = new_session("login", flags=Flags(custom=True))
+    session = new_session("login", flags=LoginFlags(custom=True))
     first = session.start()
     (only,) = first
     assert event(only)["done"] is True
@@ -920,9 +929,9 @@ from simulator.hosts.effects import EffectHost  # noqa: E402
 from simulator.launch import build_session  # noqa: E402
 from simulator.scenario import builtin_names  # noqa: E402
 from simulator.tools.client import ReferenceClient  # noqa: E402
+from statecharts import COMMANDS  # noqa: E402
 from tests.e2e.helpers import vm_and_waiting_for_bytes  # noqa: E402
 
-COMMANDS = ("browse", "generate", "config", "login", "update", "version")
 KEY_ORDER = ["vm", "waiting_for", "done", "error"]
 PARAM_KEYS = ("wiki_id", "current", "action", "task_id", "fields", "region", "model")
 TYPES = sorted({kind for name in COMMANDS for kind in load_chart(name).commands} | {"quit"})
@@ -995,7 +1004,7 @@ def check_event(line: bytes) -> dict[str, Any]:
 
 
 @given(
-    command=st.sampled_from(COMMANDS),
+    command=st.sampled_from(tuple(COMMANDS)),
     scenario=st.sampled_from(builtin_names()),
     seed=st.integers(0, 3),
     script=steps,
@@ -1041,27 +1050,9 @@ def test_no_line_and_no_wait_kills_a_session(
         host.close()
 
 
-def test_a_journal_entry_as_plain_json_is_redacted_and_text() -> None:
-    from simulator.core.session import JournalEntry
-
-    line = b'{"type":"update_fields","params":{"fields":{"llm_api_key":"sk-x"}}}'
-    entry = JournalEntry(1.5, line, "editing", ("save", "quit"), False, "")
-    assert entry.as_json() == {
-        "t": 1.5,
-        "line": '{"type":"update_fields","params":{"fields":{"llm_api_key":"***"}}}',
-        "state": "editing",
-        "waiting_for": ["save", "quit"],
-        "after_done": False,
-        "error": "",
-    }
-    assert json.loads(json.dumps(entry.as_json())) == entry.as_json()
-    bad = JournalEntry(0.0, b"\xc3(", "editing", (), True, "invalid JSON: invalid UTF-8 at byte 0")
-    assert bad.as_json()["line"] == "\\xc3("
-
-
 @pytest.mark.parametrize("command", ["generate", "login", "config", "update", "version"])
 def test_a_session_is_freed_without_the_cyclic_collector(command: str) -> None:
-    # The driver holds its session weakly: dropping the session frees both at once.
+    # The driver holds its runtime, not its session: dropping the session frees both.
     import gc
     import weakref
 

@@ -14,10 +14,10 @@ from simulator.control import Conn, ControlError
 from simulator.launch import build_session
 from simulator.runners.admin import connect, install
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.output import OutputStage
 from simulator.scenario.failures import Failure
 from simulator.tools.journal import read as read_journal
 from tests.e2e.helpers import Proc
+from tests.runners.helpers import stage_of
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
 
@@ -36,7 +36,7 @@ class Recorder:
     def stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
 
-    def close_output(self) -> None:
+    def close_stdout(self) -> None:
         pass
 
     @property
@@ -51,9 +51,7 @@ class Admin:
         loop = asyncio.get_running_loop()
         self.session = build_session(command, args, speed=speed)
         self.out = Recorder()
-        self.channel = Channel(
-            Hub(loop), self.session, OutputStage.for_session(self.session), self.out
-        )
+        self.channel = Channel(Hub(loop), self.session, stage_of(self.session), self.out)
         self.frames: list[bytes] = []
         peers: dict[str, Conn] = {}
 
@@ -125,8 +123,8 @@ def test_inject_a_failure() -> None:
         admin = Admin("generate", speed=0.0)
         failure = {"point": "page", "target": 2, "first": 99, "error": "page 2: injected"}
         assert await admin.call("inject", failure=failure) == {"injected": "failure"}
-        assert admin.session.failure("page", target=2, attempt=7) == Failure(**failure)
-        assert admin.session.failure("page", target=3, attempt=1) is None
+        assert admin.session.runtime.failure("page", target=2, attempt=7) == Failure(**failure)
+        assert admin.session.runtime.failure("page", target=3, attempt=1) is None
         admin.channel.feed(GENERATE)
         gate = json.loads(admin.out.writes[-1])
         while "retry" not in gate["waiting_for"]:
@@ -287,7 +285,7 @@ def test_inject_with_a_lone_surrogate_is_refused_and_changes_nothing(
         ]
         assert admin.session.snapshot() == before
         assert not admin.channel.stage.faults
-        assert admin.session.failure("page", target=1, attempt=1) is None
+        assert admin.session.runtime.failure("page", target=1, attempt=1) is None
         admin.channel.feed(GENERATE)
         assert await admin.channel.done == 0
         assert all(line.startswith(b'{"vm":') for line in admin.out.lines)
@@ -344,9 +342,7 @@ def test_a_connected_peer_gets_no_key_even_in_what_the_conn_echoes() -> None:
     async def main() -> None:
         session = build_session("config", [])
         session.secrets.add("sk-echoed-1")
-        channel = Channel(
-            Hub(asyncio.get_running_loop()), session, OutputStage.for_session(session), Recorder()
-        )
+        channel = Channel(Hub(asyncio.get_running_loop()), session, stage_of(session), Recorder())
         written: list[bytes] = []
         conn = connect(written.append, channel)
         frame = {

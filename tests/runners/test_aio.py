@@ -17,10 +17,11 @@ import pytest
 
 from simulator.launch import build_session
 from simulator.runners.aio import Channel, Hub
-from simulator.runners.output import OutputStage
+from simulator.runners.hooks import Live, Observer
 from simulator.runners.virtual import start as virtual_start
 from simulator.scenario import faults
 from simulator.tools.client import ReferenceClient
+from tests.runners.helpers import stage_of
 
 
 class Recorder:
@@ -45,12 +46,26 @@ class Recorder:
     def stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
 
-    def close_output(self) -> None:
+    def close_stdout(self) -> None:
         self.output_closed = True
 
     @property
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in b"".join(self.writes).splitlines()]
+
+
+class Told(Observer):
+    """Keeps each timer fired (the session, when it was due) and each run's end."""
+
+    def __init__(self) -> None:
+        self.fired_due: list[tuple[Live, float]] = []
+        self.ends: list[tuple[int | None, str]] = []
+
+    def fired(self, live: Live, due: float) -> None:
+        self.fired_due.append((live, due))
+
+    def ended(self, live: Live, code: int | None, how: str) -> None:
+        self.ends.append((code, how))
 
 
 def channel_for(
@@ -61,10 +76,11 @@ def channel_for(
     seed: int = 0,
     answer: bool = False,
     scenario: str = "default",
+    observer: Observer | None = None,
 ) -> tuple[Channel, Recorder]:
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed)
     recorder = Recorder(answer=answer)
-    channel = Channel(hub, session, OutputStage.for_session(session), recorder)
+    channel = Channel(hub, session, stage_of(session), recorder, observer=observer)
     recorder.channel = channel
     return channel, recorder
 
@@ -102,11 +118,10 @@ def virtual_lines(command: str, *args: str, seed: int, speed: float) -> list[byt
 
 def test_many_channels_share_one_hub_and_match_the_virtual_runs() -> None:
     count = 200
-    lateness: list[float] = []
-    fired_for: set[int] = set()
+    told = Told()
 
     async def main() -> None:
-        hub = Hub(on_fire=lambda channel, late: (lateness.append(late), fired_for.add(id(channel))))
+        hub = Hub(observer=told)
         pairs = [
             channel_for(hub, "update", seed=seed, speed=0.01, answer=True) for seed in range(count)
         ]
@@ -119,10 +134,11 @@ def test_many_channels_share_one_hub_and_match_the_virtual_runs() -> None:
             assert recorder.writes == virtual_lines("update", seed=seed, speed=0.01), seed
             assert recorder.events[-1]["vm"]["state"] == "done"
             channel.close()
-        assert fired_for == {id(channel) for channel, _ in pairs}
+        assert {id(live) for live, _ in told.fired_due} == {id(c) for c, _ in pairs}
+        assert told.ends == [(0, "done")] * count
 
     run(main)
-    assert lateness and all(late >= 0 for late in lateness)
+    assert told.fired_due and all(due >= 0 for _, due in told.fired_due)
 
 
 def test_channels_of_different_commands_and_speeds_on_one_hub() -> None:
@@ -150,7 +166,7 @@ def test_pause_freezes_the_session_clock_and_its_timers() -> None:
         channel, recorder = channel_for(hub, "generate", "-y", speed=1.0)
         channel.start()  # the next timer (a catalog step) is 0.15-0.28 s away
         channel.pause()
-        assert channel.paused and channel.wakeup is None
+        assert channel.paused and hub.wakeup(channel) is None
         frozen = channel.now()
         await asyncio.sleep(0.35)
         assert channel.now() == frozen
@@ -311,11 +327,10 @@ def test_close_stops_the_timers() -> None:
 def test_the_done_future_is_made_when_asked_for_and_knows_an_earlier_end() -> None:
     async def main() -> None:
         hub = Hub()
-        early, _ = channel_for(hub, "version")
-        ended: list[int] = []
-        early.on_finish = ended.append
+        told = Told()
+        early, _ = channel_for(hub, "version", observer=told)
         early.start()  # version: one event, and the run is over
-        assert ended == [0] and early._done_future is None  # no future was needed
+        assert told.ends == [(0, "done")]  # told without a future
         assert await early.done == 0  # asked for afterwards: already resolved
         late, _ = channel_for(hub, "generate", "-y", speed=0.0)
         waiting = late.done  # asked for first: resolved at the end
@@ -358,6 +373,14 @@ def test_a_hub_with_more_due_than_a_slice_lets_the_loop_run_between() -> None:
     run(main)
 
 
+class OnFire(Observer):
+    def __init__(self, told: Callable[[float], object]) -> None:
+        self.told = told
+
+    def fired(self, live: Live, due: float) -> None:
+        self.told(due)
+
+
 def test_a_hub_with_a_quantum_wakes_at_the_ends_of_quanta_only() -> None:
     fired: list[tuple[float, float]] = []  # (due, fired), on the loop's clock
     wakeups: list[float] = []
@@ -368,7 +391,7 @@ def test_a_hub_with_a_quantum_wakes_at_the_ends_of_quanta_only() -> None:
             super()._fire()
 
     async def main() -> None:
-        hub = Recording(quantum=0.25, on_fire=lambda _, due: fired.append((due, hub.time())))
+        hub = Recording(quantum=0.25, observer=OnFire(lambda due: fired.append((due, hub.time()))))
         pairs = [channel_for(hub, "generate", "-y", seed=i) for i in range(3)]
         for channel, _ in pairs:
             channel.start()

@@ -6,90 +6,21 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
 
 from simulator.core.effects import AskApproval
-from simulator.core.secrets import redact_line
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
-from simulator.hosts.journal import JournalWriter
 from simulator.launch import build_session
+from simulator.runners.hooks import Live
 from simulator.runners.live import NOBODY_ANSWERS, LiveSession
-from simulator.runners.output import OutputStage
 from simulator.scenario import load_scenario
 from simulator.scenario.faults import Fault
+from tests.runners.helpers import Clock, Keeper, Told, live, run_out, stage_of
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
-
-
-class Clock:
-    """A clock only the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Keeper:
-    """An endpoint that keeps every write; ``gone`` plays a reader that went away."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.stderr_lines: list[str] = []
-        self.closed = False
-        self.gone = False
-
-    def write(self, data: bytes) -> bool:
-        if self.gone:
-            return False
-        self.writes.append(data)
-        return True
-
-    def stderr(self, line: str) -> None:
-        self.stderr_lines.append(line)
-
-    def close_output(self) -> None:
-        self.closed = True
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in b"".join(self.writes).splitlines()]
-
-
-def live(
-    command: str,
-    *args: str,
-    faults: list[Fault] | None = None,
-    speed: float = 1.0,
-    scenario: str = "default",
-    frame: bool = False,
-) -> tuple[LiveSession, Keeper, Clock]:
-    loaded = load_scenario(scenario)
-    if faults is not None:
-        loaded = msgspec.structs.replace(loaded, faults=faults)
-    session = build_session(command, args, scenario=loaded, speed=speed)
-    keeper, clock = Keeper(), Clock()
-    runner = LiveSession(
-        session, OutputStage.for_session(session, frame=frame), keeper, clock=clock
-    )
-    return runner, keeper, clock
-
-
-def run_out(runner: LiveSession, clock: Clock, limit: int = 10_000) -> None:
-    """Move the clock from wake-up to wake-up until nothing is pending."""
-    for _ in range(limit):
-        wake = runner.next_wakeup()
-        if wake is None:
-            return
-        clock.now = max(clock.now, wake)
-        runner.tick()
-    raise AssertionError("the run did not settle")
 
 
 # -- the lifecycle ---------------------------------------------------------------------
@@ -113,12 +44,11 @@ def test_done_ends_the_run_with_code_0_and_stops_reading() -> None:
 
 
 def test_end_of_input_is_not_quit_a_gate_says_nobody_can_answer_once() -> None:
-    finished: list[int] = []
-    runner, keeper, _ = live("generate")
-    runner.on_finish = finished.append
+    told = Told()
+    runner, keeper, _ = live("generate", observer=told)
     runner.start()
     runner.received(b"")
-    assert len(keeper.events) == 1 and not runner.finished and finished == []
+    assert len(keeper.events) == 1 and not runner.finished and told.ends == []
     assert runner.input_closed and not runner.reading
     assert keeper.stderr_lines == [NOBODY_ANSWERS.format(waiting="select_action, cancel, quit")]
     runner.tick()
@@ -126,7 +56,7 @@ def test_end_of_input_is_not_quit_a_gate_says_nobody_can_answer_once() -> None:
     runner.quit()  # a signal still ends it
     assert keeper.events[-1]["done"] is True
     assert keeper.events[-1]["vm"]["state"] == "select_action"
-    assert finished == [0]
+    assert told.ends == [(0, "stdin-closed-left-waiting")]
 
 
 def test_end_of_input_mid_run_lets_the_run_go_on_to_done() -> None:
@@ -201,12 +131,12 @@ def test_an_exit_fault_ends_the_run_with_its_code() -> None:
 
 
 def test_a_hang_stops_everything_and_never_finishes() -> None:
-    hung: list[bool] = []
-    runner, keeper, clock = live("generate", "-y", faults=[Fault(kind="hang", after_event=3)])
-    runner.on_hang = lambda: hung.append(True)
+    told = Told()
+    plan = [Fault(kind="hang", after_event=3)]
+    runner, keeper, clock = live("generate", "-y", faults=plan, observer=told)
     runner.start()
     run_out(runner, clock)
-    assert hung == [True] and runner.hung
+    assert told.ends == [(None, "hang")] and runner.hung
     assert not runner.finished and runner.code is None
     assert len(keeper.events) == 3 and not runner.reading
     runner.received(GENERATE)
@@ -223,7 +153,7 @@ def test_stop_reading_ignores_what_comes_after() -> None:
     assert len(keeper.events) == 1 and not runner.finished
 
 
-def test_close_output_and_stderr_reach_the_endpoint() -> None:
+def test_close_stdout_and_stderr_reach_the_endpoint() -> None:
     plan = [
         Fault(kind="stderr", text="a diagnostic", after_event=1),
         Fault(kind="close_stdout", after_event=1),
@@ -302,9 +232,7 @@ def test_effects_are_carried_out_before_the_event_is_written() -> None:
     session = build_session("browse", (), speed=0.0)
     host = EffectHost()
     keeper = Keeper()
-    runner = LiveSession(
-        session, OutputStage.for_session(session), keeper, clock=Clock(), host=host
-    )
+    runner = LiveSession(session, stage_of(session), keeper, clock=Clock(), host=host)
     try:
         runner.start()
         run_out(runner, Clock())
@@ -318,7 +246,25 @@ def test_effects_are_carried_out_before_the_event_is_written() -> None:
     assert host.servers == {}
 
 
-def test_intercept_takes_an_effect_before_the_host() -> None:
+class Approver:
+    """A control peer: takes the control frames out of the input, and approvals."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.taken: list[object] = []
+
+    def frame(self, live: Live, line: bytes) -> bool:
+        if line.startswith(b'{"type":"control'):
+            self.frames.append(line)
+            return True
+        return False
+
+    def effect(self, live: Live, effect: object) -> bool:
+        self.taken.append(effect)
+        return isinstance(effect, AskApproval)
+
+
+def test_a_peer_takes_an_effect_before_the_host() -> None:
     scenario = load_scenario("default")
     login = msgspec.structs.replace(scenario.world.login, approver="control")
     scenario = msgspec.structs.replace(
@@ -327,9 +273,8 @@ def test_intercept_takes_an_effect_before_the_host() -> None:
     session: Session = build_session("login", (), scenario=scenario)
     session.peer_attached = True
     clock = Clock()
-    runner = LiveSession(session, OutputStage.for_session(session), Keeper(), clock=clock)
-    taken: list[object] = []
-    runner.intercept = lambda effect: taken.append(effect) or isinstance(effect, AskApproval)
+    peer = Approver()
+    runner = LiveSession(session, stage_of(session), Keeper(), clock=clock, peer=peer)
     runner.start()
     runner.feed(b'{"type":"select_region","params":{"region":"global"}}')
     while session.state != "waiting":
@@ -338,17 +283,17 @@ def test_intercept_takes_an_effect_before_the_host() -> None:
         clock.now = max(clock.now, wake)
         runner.tick()
     waiting = session.snapshot()["vm"]
-    (ask,) = [effect for effect in taken if isinstance(effect, AskApproval)]
+    (ask,) = [effect for effect in peer.taken if isinstance(effect, AskApproval)]
     assert ask == AskApproval(waiting["authorize_url"], waiting["auth_timeout"])
 
 
 def test_control_frames_are_taken_out_of_the_input() -> None:
-    runner, keeper, _ = live("generate")
-    frames: list[bytes] = []
-    runner.control = lambda line: line.startswith(b'{"type":"control') and not frames.append(line)
+    session = build_session("generate")
+    keeper, peer = Keeper(), Approver()
+    runner = LiveSession(session, stage_of(session), keeper, clock=Clock(), peer=peer)
     runner.start()
     runner.received(b'{"type":"control_request","request_id":"1"}\n' + GENERATE + b"\n")
-    assert frames == [b'{"type":"control_request","request_id":"1"}']
+    assert peer.frames == [b'{"type":"control_request","request_id":"1"}']
     assert [e["vm"]["state"] for e in keeper.events] == ["select_action", "running"]
     assert runner.session.violations == []
 
@@ -445,171 +390,3 @@ def test_a_stream_cut_anywhere_gives_the_events_of_the_whole_lines(
     finally:
         whole.close()
         cut.close()
-
-
-# -- the journal -------------------------------------------------------------------------
-
-
-def journaled(runner: LiveSession, path: Path) -> None:
-    runner.journal = JournalWriter.open(str(path), warn=print, pid=1)
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_bytes().splitlines()]
-
-
-def test_the_journal_gets_every_line_event_and_the_exit(tmp_path: Path) -> None:
-    path = tmp_path / "j.jsonl"
-    runner, keeper, clock = live("config")
-    journaled(runner, path)
-    runner.start()
-    clock.now += 0.5
-    runner.received(b'{"type":"nope"}\n\n  \n')  # blank lines are not journaled
-    runner.received(b'{"type":"quit"}\n')
-    runner.received(b'{"type":"save"}\n')  # never read: the run is over
-    found = [r for r in records(path) if r["kind"] != "cover"]
-    assert [r["kind"] for r in found] == ["event", "line", "event", "line", "event", "exit"]
-    assert [r["line"] for r in found if r["kind"] == "event"] == [
-        redact_line(line.removesuffix(b"\n")).decode() for line in keeper.writes
-    ]  # as written, the API key redacted
-    assert found[1]["t"] == pytest.approx(0.5) and found[1]["error"].startswith("command ")
-    assert found[-1] == {
-        "kind": "exit",
-        "pid": 1,
-        "t": pytest.approx(0.5),
-        "code": 0,
-        "how": "quit",
-    }
-    runner.close()
-    assert [r["kind"] for r in records(path)][-1] == "exit"  # the exit is written once
-
-
-def test_the_journal_says_what_was_reached_before_the_events_that_show_it(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "j.jsonl"
-    runner, _, clock = live("config")
-    journaled(runner, path)
-    runner.start()
-    clock.now += 0.5
-    runner.received(b'{"type":"nope"}\n')  # refused: nothing new reached
-    runner.received(b'{"type":"quit"}\n')
-    found = records(path)
-    assert [r["kind"] for r in found] == [
-        "cover", "event", "line", "event", "line", "cover", "event", "exit"
-    ]  # fmt: skip
-    assert found[0] == {
-        "kind": "cover",
-        "pid": 1,
-        "t": 0.0,
-        "command": "config",
-        "states": ["editing", "starting"],
-        "transitions": ["_start starting->editing"],
-    }
-    assert found[5] == {
-        "kind": "cover",
-        "pid": 1,
-        "t": pytest.approx(0.5),
-        "command": "config",
-        "gates": ["editing:quit"],
-    }
-
-
-def test_the_journal_says_which_faults_and_failures_were_met(tmp_path: Path) -> None:
-    path = tmp_path / "j.jsonl"
-    faults = [Fault(kind="split", after_event=2), Fault(kind="stderr", after_event=999)]
-    runner, _, clock = live(
-        "generate", "-y", "--skip-failed", scenario="failing-pages", faults=faults
-    )
-    journaled(runner, path)
-    runner.start()
-    run_out(runner, clock)
-    assert runner.finished
-    covers = [r for r in records(path) if r["kind"] == "cover"]
-    assert [f for c in covers for f in c.get("faults", [])] == ["split"]  # once, when it fired
-    assert {f for c in covers for f in c.get("failures", [])} == {"page"}
-    every = [t for c in covers for t in c.get("transitions", [])]
-    assert len(every) == len(set(every))  # each said once
-    assert "_catalog_step catalog->pages [catalog_ready]" in every
-
-
-@pytest.mark.parametrize(
-    ("faults", "gone", "how", "code"),
-    [
-        ([], False, "done", 0),
-        ([], True, "reader-gone", 0),
-        ([Fault(kind="exit", after_event=2, code=9)], False, "fault-exit", 9),
-        ([Fault(kind="hang", after_event=2)], False, "hang", None),
-    ],
-)
-def test_the_journal_says_how_the_run_ended(
-    tmp_path: Path, faults: list[Fault], gone: bool, how: str, code: int | None
-) -> None:
-    path = tmp_path / "j.jsonl"
-    runner, keeper, clock = live("generate", "-y", faults=faults)
-    journaled(runner, path)
-    runner.start()
-    keeper.gone = gone
-    run_out(runner, clock)
-    runner.close()
-    end = records(path)[-1]
-    assert (end["kind"], end["how"], end["code"]) == ("exit", how, code)
-
-
-@pytest.mark.parametrize(
-    ("close_input", "how"), [(False, "signal"), (True, "stdin-closed-left-waiting")]
-)
-def test_a_signal_is_journaled_as_one(tmp_path: Path, close_input: bool, how: str) -> None:
-    path = tmp_path / "j.jsonl"
-    runner, keeper, _ = live("config")
-    journaled(runner, path)
-    runner.start()
-    if close_input:
-        runner.received(b"")
-        assert keeper.stderr_lines  # it said nobody can answer
-    runner.quit()
-    assert records(path)[-1]["how"] == how
-
-
-def test_a_run_closed_before_its_end_is_aborted_and_lines_after_done_are_journaled(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "j.jsonl"
-    runner, _, _ = live("config")
-    journaled(runner, path)
-    runner.start()
-    runner.close()
-    assert records(path)[-1]["how"] == "aborted"
-    path2 = tmp_path / "j2.jsonl"
-    runner, _, _ = live("config")
-    journaled(runner, path2)
-    runner.start()
-    runner.quit(how="control-quit")
-    runner.feed(b'{"type":"save"}')  # a runner that feeds after done: journaled as such
-    kinds = [(r["kind"], r.get("how"), r.get("after_done")) for r in records(path2)]
-    assert kinds == [
-        ("cover", None, None),
-        ("event", None, None),
-        ("event", None, None),
-        ("exit", "control-quit", None),
-        ("line", None, True),
-    ]
-
-
-def test_the_journal_gets_every_line_when_the_session_keeps_only_the_latest(
-    tmp_path: Path,
-) -> None:
-    from simulator.core.transcript import RECENT_LINES
-
-    path = tmp_path / "j.jsonl"
-    runner, keeper, _ = live("config")
-    journaled(runner, path)
-    runner.start()
-    count = RECENT_LINES + 300
-    runner.received(b"".join(b'{"type":"nope","n":%d}\n' % n for n in range(count)))
-    runner.quit()
-    found = [r for r in records(path) if r["kind"] == "line"]
-    assert [json.loads(r["line"])["n"] for r in found] == list(range(count))
-    assert len(runner.session.journal) == RECENT_LINES
-    assert runner.session.transcript.total == count
-    assert len(keeper.writes) == count + 2  # the first event, one a line, done

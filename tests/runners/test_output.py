@@ -13,6 +13,7 @@ from simulator.launch import build_session
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults, load_scenario
 from simulator.scenario.faults import Fault
+from tests.runners.helpers import stage_of
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
 
@@ -47,14 +48,14 @@ def written(actions: list[faults.Action]) -> bytes:
 
 def test_plain_render_is_one_write_per_event() -> None:
     session = session_with("generate", "-y")
-    events, actions = run_all(session, OutputStage.for_session(session))
+    events, actions = run_all(session, stage_of(session))
     assert len(events) > 20 and json.loads(events[-1])["done"] is True
     assert actions == [faults.Write(event) for event in events]
 
 
 def test_frame_makes_each_event_a_chunk_and_frames_the_last() -> None:
     session = session_with("generate", "-y")
-    events, actions = run_all(session, OutputStage.for_session(session, frame=True))
+    events, actions = run_all(session, stage_of(session, frame=True))
     assert all(isinstance(a, faults.Write) for a in actions)
     assert len(actions) == len(events)
     for action, event in zip(actions[:-1], events[:-1], strict=True):
@@ -73,7 +74,7 @@ def test_frame_makes_each_event_a_chunk_and_frames_the_last() -> None:
 def test_frame_of_a_batch_frames_only_its_last_event() -> None:
     """A batch from one session call (every timer at once) still has one framed document."""
     session = session_with("generate", "-y")
-    stage = OutputStage.for_session(session, frame=True)
+    stage = stage_of(session, frame=True)
     stage.actions(session.start())
     batch = session.advance(float("inf"))
     assert len(batch) > 20 and session.done
@@ -86,7 +87,7 @@ def test_frame_of_a_batch_frames_only_its_last_event() -> None:
 
 def test_frame_of_a_single_event_command() -> None:
     session = session_with("version")
-    out = written(OutputStage.for_session(session, frame=True).actions(session.start()))
+    out = written(stage_of(session, frame=True).actions(session.start()))
     event = clijson.unmarshal(out)
     assert event["done"] is True and event["vm"]["version"]
     (chunk,) = [line for line in out.split(b"\n") if clijson.chunk_payload(line) is not None]
@@ -100,7 +101,7 @@ def test_faults_act_on_each_event() -> None:
         Fault(kind="duplicate", after_event=1),
     ]
     session = session_with("generate", "-y", faults_=plan)
-    events, actions = run_all(session, OutputStage.for_session(session))
+    events, actions = run_all(session, stage_of(session))
     assert actions[:4] == [
         faults.Write(events[0]),
         faults.Write(events[0]),
@@ -117,7 +118,7 @@ def test_faults_act_on_the_framed_bytes() -> None:
         Fault(kind="split", pieces=2, pause=0.5, on_state="done"),
     ]
     session = session_with("generate", "-y", faults_=plan, speed=0.0)
-    events, actions = run_all(session, OutputStage.for_session(session, frame=True))
+    events, actions = run_all(session, stage_of(session, frame=True))
     assert actions[0] == faults.Write(clijson.chunk_line(events[0][:-1]))
     assert actions[1] == faults.Write(b"noise\n")
     *_, first, pause, second = actions
@@ -132,7 +133,7 @@ def test_faults_act_on_the_framed_bytes() -> None:
 def test_a_fault_added_later_counts_the_events_written_before() -> None:
     """after_event is the n-th event of the run (1 is the first), whenever it was added."""
     session = session_with("generate", speed=0.0)
-    stage = OutputStage.for_session(session)
+    stage = stage_of(session)
     first = session.start()
     assert stage.actions(first) == [faults.Write(first[0])]
     stage.faults.add(Fault(kind="diagnostic", text="third", after_event=3))
@@ -144,7 +145,7 @@ def test_a_fault_added_later_counts_the_events_written_before() -> None:
 
 def test_a_fault_added_now_fires_at_the_next_event_only() -> None:
     session = session_with("generate", speed=0.0)
-    stage = OutputStage.for_session(session)
+    stage = stage_of(session)
     stage.actions(session.start())
     stage.faults.add(Fault(kind="diagnostic", text="next"), now=True)
     assert stage.actions(session.feed(GENERATE))[-1] == faults.Write(b"next\n")
@@ -155,15 +156,15 @@ def test_a_fault_added_now_fires_at_the_next_event_only() -> None:
 @pytest.mark.parametrize("frame", [False, True])
 def test_render_of_nothing_is_nothing(frame: bool) -> None:
     session = session_with("generate")
-    stage = OutputStage.for_session(session, frame=frame)
+    stage = stage_of(session, frame=frame)
     stage.actions(session.start())
     assert stage.actions(Outcome()) == []
 
 
 def test_a_plain_stage_counts_the_events_a_runner_wrote_itself() -> None:
     session = session_with("generate", speed=0.0)
-    stage = OutputStage.for_session(session)
-    assert stage.plain and not OutputStage.for_session(session, frame=True).plain
+    stage = stage_of(session)
+    assert stage.plain and not stage_of(session, frame=True).plain
     stage.count(session.start())  # written by the runner's fast path
     stage.count(session.feed(GENERATE))
     stage.faults.add(Fault(kind="diagnostic", text="third", after_event=3))
@@ -174,7 +175,7 @@ def test_a_plain_stage_counts_the_events_a_runner_wrote_itself() -> None:
 
 def test_a_counted_state_is_the_one_on_state_compares_with() -> None:
     session = session_with("generate", speed=0.0)
-    stage = OutputStage.for_session(session)
+    stage = stage_of(session)
     stage.count(session.start())  # select_action
     stage.count(session.feed(GENERATE))  # running
     stage.faults.add(Fault(kind="diagnostic", text="entered", on_state="running"))

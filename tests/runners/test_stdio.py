@@ -301,13 +301,13 @@ def test_the_endpoint_says_when_the_reader_went_away() -> None:
     os.close(write_end)
 
 
-def test_the_endpoint_writes_stderr_lines_and_closes_its_output() -> None:
+def test_the_endpoint_writes_stderr_lines_and_closes_its_stdout() -> None:
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     endpoint = ProcessEndpoint(out_write, err_write)
     endpoint.stderr("a diagnostic")
     assert os.read(err_read, 100) == b"a diagnostic\n"
-    endpoint.close_output()
+    endpoint.close_stdout()
     assert os.read(out_read, 10) == b""  # the reader sees the end
     assert endpoint.write(b"vanishes\n") is True  # into /dev/null, not an error
     for fd in (out_read, out_write, err_read, err_write):

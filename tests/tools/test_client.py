@@ -58,7 +58,7 @@ def test_retry_catalog_once_then_quit() -> None:
     gate = event(["quit", "retry_catalog"], state="running")
     assert decoded(client.answer(gate))["type"] == "retry_catalog"
     assert decoded(client.answer(gate))["type"] == "quit"
-    assert client.catalog_retries == 2
+    assert client.memory["catalog_retries"] == 2
 
 
 def test_retry_each_failed_page_once_then_skip_all() -> None:
@@ -72,7 +72,7 @@ def test_retry_each_failed_page_once_then_skip_all() -> None:
     assert decoded(client.answer(gate)) == {"type": "retry", "params": {"task_id": 3}}
     assert decoded(client.answer(gate)) == {"type": "retry", "params": {"task_id": 7}}
     assert decoded(client.answer(gate)) == {"type": "skip_all", "params": {}}
-    assert client.retried == {3, 7}
+    assert client.memory["retried"] == {3, 7}
     nothing_failed = event(["quit", "retry", "skip_all"], pages={"tasks": tasks[:1]})
     assert decoded(ReferenceClient().answer(nothing_failed))["type"] == "skip_all"
 
@@ -183,7 +183,7 @@ class Sink:
     def stderr(self, line: str) -> None:
         pass
 
-    def close_output(self) -> None:
+    def close_stdout(self) -> None:
         pass
 
 
@@ -199,7 +199,8 @@ def test_generate_of_every_scenario_on_a_hub(scenario: str) -> None:
     async def main() -> None:
         session = build_session("generate", (), scenario=scenario, speed=0.0)
         sink = Sink()
-        channel = Channel(Hub(), session, OutputStage.for_session(session), sink)
+        stage = OutputStage.for_scenario(load_scenario(scenario), speed=session.speed)
+        channel = Channel(Hub(), session, stage, sink)
         sink.channel = channel
         channel.start()
         ending = ending_faults(scenario)

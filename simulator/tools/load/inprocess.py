@@ -2,10 +2,9 @@
 
 Owns: :class:`InProcess`, N sessions of one command and scenario, C at a time, on one
 :class:`~simulator.runners.aio.Hub` (one timer heap); per session a
-:class:`~simulator.runners.aio.Channel` whose endpoint (:class:`_Sink`) counts the bytes the
-process would write and answers gates with a :class:`~simulator.tools.client.ReferenceClient`,
-decoding a line only when ``waiting_for`` holds a gate (or a transport fault broke the
-one-write-per-event rule).
+:class:`~simulator.runners.aio.Channel` whose endpoint (:class:`~simulator.tools.load.sink.Sink`)
+counts the bytes the process would write and answers gates. The run is the hub's
+observer: it hears each timer fire and each session end.
 
 Lateness is counted from each session's schedule. Session i (of the first C) is
 scheduled at ``origin + i * ramp / C`` (all at the origin without a ramp); a later one
@@ -30,28 +29,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import time
 from collections import deque
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from simulator.runners.aio import Channel, Hub
-from simulator.tools.client import ReferenceClient
-from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt
-from simulator.tools.load.stats import (
-    GcPauses,
-    Progress,
-    Stats,
-    build_summary,
-    peak_rss_kb,
-    reset_peak_rss,
-    rss_kb,
-    tick,
-)
+from simulator.runners.hooks import Live, Observer
+from simulator.runners.output import OutputStage
+from simulator.tools.load.common import LoadConfig, interrupt
+from simulator.tools.load.memory import peak_rss_kb, reset_peak_rss, rss_kb
+from simulator.tools.load.sink import Sink
+from simulator.tools.load.stats import GcPauses, Progress, Stats, build_summary, tick
 
 if TYPE_CHECKING:
-    from simulator.runners.live import LiveSession
+    from simulator.core.interface import SessionLike
     from simulator.scenario import Scenario
 
 __all__ = ["InProcess"]
@@ -77,102 +68,7 @@ class _MeasuredHub(Hub):
         super()._fire()
 
 
-class _Sink:
-    """The endpoint of one in-process session: counts, and answers gates."""
-
-    __slots__ = (
-        "answers",
-        "bytes",
-        "channel",
-        "client",
-        "closed",
-        "deadline",
-        "events",
-        "finished",
-        "index",
-        "pending",
-        "problem",
-        "run",
-        "scheduled",
-        "started",
-    )
-
-    def __init__(self, run: InProcess, index: int, started: float, timeout: float) -> None:
-        self.run = run
-        self.index = index
-        self.started = started
-        self.scheduled = started
-        self.deadline = started + timeout
-        self.channel: Channel | None = None
-        self.client: ReferenceClient | None = None
-        self.events = 0
-        self.bytes = 0
-        self.answers = 0
-        self.pending = b""
-        self.problem = ""
-        self.closed = False
-        self.finished = False
-
-    def write(self, data: bytes) -> bool:
-        if self.closed:
-            return True  # stdout points at /dev/null: written, and lost
-        run, size = self.run, len(data)
-        self.bytes += size
-        stats = run.stats
-        stats.bytes += size
-        if run.plain:  # one event, one write
-            self.events += 1
-            stats.events += 1
-            channel = self.channel
-            assert channel is not None
-            waiting_for = channel.session.waiting_for
-            answer = run.gates.get(waiting_for)
-            if answer is None:
-                answer = run.needs_answer(waiting_for)
-            if answer:
-                self._line(data)
-            return True
-        data = self.pending + data
-        *complete, self.pending = data.split(b"\n")
-        self.events += len(complete)
-        self.run.stats.events += len(complete)
-        for line in complete:
-            self._line(line)
-        return True
-
-    def _line(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            self.problem = self.problem or f"not a JSON line: {line[:80]!r}"
-            return
-        if not isinstance(event, dict) or any(key not in event for key in EVENT_KEYS):
-            self.problem = self.problem or f"not an event: {line[:80]!r}"
-            return
-        if self.client is None:
-            self.client = ReferenceClient()
-        answer = self.client.answer(event)
-        if answer is not None and self._reading():
-            self.answers += 1
-            self.run.hub.loop.call_soon(self._feed, answer[:-1])
-
-    def _feed(self, line: bytes) -> None:
-        if self.channel is not None and self._reading() and not self.finished:
-            self.channel.feed(line)
-
-    def _reading(self) -> bool:
-        """The session still reads what the client sends (no stop_reading fault)."""
-        return self.channel is not None and self.channel.reading
-
-    def stderr(self, line: str) -> None:
-        pass
-
-    def close_output(self) -> None:
-        self.closed = True
-        self.problem = self.problem or "stdout closed before done:true"
-
-
-class InProcess:
+class InProcess(Observer):
     """Sessions on one loop; see the module docstring."""
 
     def __init__(
@@ -203,8 +99,8 @@ class InProcess:
         self.origin = 0.0
         self.hub: _MeasuredHub
         self.stats: Stats
-        self.live: dict[int, _Sink] = {}
-        self.order: deque[_Sink] = deque()
+        self.live: dict[int, Sink] = {}
+        self.order: deque[Sink] = deque()
         self.stopping = False
         self.filling = False
         self.peak_live = 0
@@ -227,8 +123,20 @@ class InProcess:
             self.gates[waiting_for] = known
         return known
 
-    def _on_fire(self, channel: LiveSession, due: float) -> None:
+    def fired(self, live: Live, due: float) -> None:
         self.stats.late(self.hub.time() - due)
+
+    def ended(self, live: Live, code: int | None, how: str) -> None:
+        """A session's run is over: told later, as a future's callback would be (with
+        no future per channel)."""
+        sink = self.live.get(live.owner)
+        if sink is None:  # closed by _finished itself
+            return
+        if how == "hang":
+            message = "hung (a hang fault): no done:true will come"
+            self.hub.loop.call_soon(self._finished, sink, 0, message)
+        elif code is not None:
+            self.hub.loop.call_soon(self._finished, sink, code)
 
     def prepare(self) -> None:
         """Before the clock starts: warm up, then take the RSS before any session."""
@@ -252,7 +160,7 @@ class InProcess:
         loop = asyncio.get_running_loop()
         if self.rss_before is None:
             self.prepare()
-        self.hub = _MeasuredHub(loop, on_fire=self._on_fire, quantum=QUANTUM)
+        self.hub = _MeasuredHub(loop, observer=self, quantum=QUANTUM)
         self.all_done = asyncio.Event()
         self.origin = loop.time() if origin is None else origin
         self.stats = Stats(loop.time, origin=self.origin)
@@ -298,11 +206,8 @@ class InProcess:
     def _warm_up(self) -> None:
         """One session in virtual time first, so lazy imports and caches are not
         counted as the sessions' memory."""
-        from simulator.core.session import Session
-        from simulator.runners.output import OutputStage
-
-        session = Session(self.chart, self.scenario, flags=self.flags, seed=self.config.seed)
-        stage = OutputStage.for_session(session)
+        session = self._session(self.config.seed, 1.0)
+        stage = self._stage(session, self.config.seed)
         stage.actions(session.start())
         for _ in range(1000):
             deadline = session.next_deadline()
@@ -351,63 +256,52 @@ class InProcess:
         self._sample_memory()
         self._maybe_all_done()
 
-    def _start_one(self, scheduled: float | None) -> None:
+    def _session(self, seed: int, speed: float) -> SessionLike:
         from simulator.core.session import Session
-        from simulator.runners.output import OutputStage
 
+        return Session(self.chart, self.scenario, flags=self.flags, seed=seed, speed=speed)
+
+    def _stage(self, session: SessionLike, seed: int) -> OutputStage:
+        """The output stage of a session: the scenario's faults, drawn from ``seed``."""
+        return OutputStage.for_scenario(self.scenario, seed=seed, speed=session.speed)
+
+    def _start_one(self, scheduled: float | None) -> None:
         index = self.next_index
         self.next_index += self.workers
         self.stats.started += 1
         config = self.config
-        session = Session(
-            self.chart,
-            self.scenario,
-            flags=self.flags,
-            seed=config.seed + index,
-            speed=config.speed,
-        )
+        session = self._session(config.seed + index, config.speed)
         now = self.hub.time()
         if scheduled is None:
             scheduled = now
-        sink = _Sink(self, index, now, config.timeout)
-        channel = Channel(self.hub, session, OutputStage.for_session(session), sink, owner=index)
+        sink = Sink(self, index, now, config.timeout)
+        stage = self._stage(session, config.seed + index)
+        channel = Channel(self.hub, session, stage, sink, owner=index)
         sink.channel = channel
         sink.scheduled = scheduled
         self.live[index] = sink
         self.order.append(sink)
         self.peak_live = max(self.peak_live, len(self.live))
-        # Told later, as a future's callback would be, but with no future per channel.
-        call_soon = self.hub.loop.call_soon
-
-        def finished(code: int) -> None:
-            call_soon(self._finished, sink, code)
-
-        channel.on_finish = finished
-        channel.on_hang = partial(self._hung, sink)
         self.stats.started_late(self.hub.time() - scheduled)
         channel.start()
 
-    def _hung(self, sink: _Sink) -> None:
-        message = "hung (a hang fault): no done:true will come"
-        self.hub.loop.call_soon(self._finished, sink, 0, message)
-
-    def _finished(self, sink: _Sink, code: int, problem: str = "") -> None:
+    def _finished(self, sink: Sink, code: int, problem: str = "") -> None:
         if sink.finished:
             return
         sink.finished = True
         channel = sink.channel
         assert channel is not None
         self.live.pop(sink.index, None)
-        session = channel.session
-        problem = problem or sink.problem
-        if not problem and code:
-            problem = f"exit code {code}"
-        if not problem and sink.pending:
-            problem = f"incomplete last line: {sink.pending[:80]!r}"
-        if not problem and session.violations:
-            problem = f"client mistake: {session.violations[0]}"
-        if not problem and not session.done:
-            problem = "ended without done:true"
+        problem = problem or _problem(sink, code, channel.session)
+        self.stats.per_session[sink.index] = self._counted(sink, problem)
+        channel.close()
+        sink.channel = None
+        if self._wanted() and not self.filling:
+            self._start_one(None)
+        self._maybe_all_done()
+
+    def _counted(self, sink: Sink, problem: str) -> dict[str, Any]:
+        """Count how ``sink``'s session ended; its per-session record."""
         stats = self.stats
         if problem:
             stats.error(sink.index, problem)
@@ -418,7 +312,7 @@ class InProcess:
         else:
             stats.completed += 1
             outcome = "completed"
-        stats.per_session[sink.index] = {
+        return {
             "index": sink.index,
             "seed": self.config.seed + sink.index,
             "scheduled": round(sink.scheduled - stats.started_at, 4),
@@ -429,11 +323,6 @@ class InProcess:
             "answers": sink.answers,
             "outcome": outcome,
         }
-        channel.close()
-        sink.channel = None
-        if self._wanted() and not self.filling:
-            self._start_one(None)
-        self._maybe_all_done()
 
     def _maybe_all_done(self) -> None:
         if not self.live and not self._wanted() and not self.filling:
@@ -467,3 +356,18 @@ class InProcess:
         for sink in overdue:
             seconds = self.config.timeout if not self.stopping else 5.0
             self._finished(sink, 0, f"no done:true within {seconds:g} s")
+
+
+def _problem(sink: Sink, code: int, session: SessionLike) -> str:
+    """What went wrong with a session that ended with ``code`` ("" when nothing did)."""
+    if sink.problem:
+        return sink.problem
+    if code:
+        return f"exit code {code}"
+    if sink.pending:
+        return f"incomplete last line: {sink.pending[:80]!r}"
+    if session.violations:
+        return f"client mistake: {session.violations[0]}"
+    if not session.done:
+        return "ended without done:true"
+    return ""

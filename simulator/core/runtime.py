@@ -1,0 +1,121 @@
+"""What a chart's model may use of the session that runs it: :class:`ChartRuntime`.
+
+Owns: the services of :class:`simulator.core.driver.Runtime` for one session: the
+scenario and the flags, the random streams derived from the seed (timing, world data
+and failures each have their own, so a scenario that changes a delay does not change
+which page fails), timers armed on the session's :class:`~simulator.core.timers.Timers`,
+the failure points met, and the effects asked for until the session hands them to its
+runner. The session holds it and gives it to its driver; it holds nothing of the
+session, so a session and its driver make no reference cycle and a finished session is
+freed when its last reference goes (without the cyclic collector, whose pauses grow with
+thousands of live sessions).
+
+Must not: read, write, sleep or look at the wall clock.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from simulator.core.chart import WORLD_DELAY, ChartError
+from simulator.scenario.failures import FailurePlan
+
+if TYPE_CHECKING:
+    from simulator.core.chart import Chart
+    from simulator.core.driver import Flags
+    from simulator.core.timers import Timers
+    from simulator.scenario import Scenario
+    from simulator.scenario.failures import Failure
+
+__all__ = ["ChartRuntime"]
+
+
+class ChartRuntime:
+    """The runtime one session gives its driver; see the module docstring."""
+
+    __slots__ = (
+        "_failures",
+        "_rng",
+        "_timers",
+        "_timing_rng",
+        "chart",
+        "effects",
+        "flags",
+        "met",
+        "peer_attached",
+        "scenario",
+        "seed",
+    )
+
+    def __init__(
+        self, chart: Chart, scenario: Scenario, flags: Flags, seed: int, timers: Timers
+    ) -> None:
+        self.chart = chart
+        self.scenario = scenario
+        self.flags = flags
+        self.seed = seed
+        self._timers = timers
+        self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
+        self._rng: random.Random | None = None  # drawn from rarely: made on first use
+        self._failures = FailurePlan(scenario.failures, f"zread-sim:{seed}:failures")
+        self.met = 0
+        """The failure points met so far, as a bit mask (``Chart.reached`` names them)."""
+        self.effects: list[object] = []
+        """What the driver asked of the outside world since the session last took them."""
+        self.peer_attached = False
+        """A control peer can answer requests (the session's, set by its runner)."""
+
+    @property
+    def rng(self) -> random.Random:
+        """The world-data stream: fake names, ids, urls."""
+        if self._rng is None:
+            self._rng = random.Random(f"zread-sim:{self.seed}:world")
+        return self._rng
+
+    def schedule(self, trigger: str, delay: str | float, **payload: Any) -> int:
+        """Fire ``trigger`` after the named scenario delay (or a number of seconds)."""
+        seconds = self.draw(delay) if isinstance(delay, str) else float(delay)
+        return self._timers.arm(trigger, seconds, payload)
+
+    def cancel(self, timer_id: int) -> None:
+        """Forget a timer that has not fired yet."""
+        self._timers.cancel(timer_id)
+
+    def failure(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
+        """The scenario's failure for this attempt at ``point``, or None if it succeeds."""
+        bit = self.chart.failure_bits.get(point)
+        if bit is None:
+            raise ChartError(f"chart {self.chart.name}: failure point {point!r} is not declared")
+        failure = self._failures.check(point, target=target, attempt=attempt)
+        if failure is not None:
+            self.met |= bit
+        return failure
+
+    def inject(self, failure: Failure) -> None:
+        """Add a domain failure ahead of the scenario's (the first match wins)."""
+        self._failures.add(failure)
+
+    def effect(self, effect: object) -> None:
+        """Ask the runner to do something outside the session (I/O)."""
+        self.effects.append(effect)
+
+    def take_effects(self) -> list[object] | None:
+        """The effects asked for since the last call (None when there are none)."""
+        effects = self.effects
+        if not effects:
+            return None
+        self.effects = []
+        return effects
+
+    def draw(self, delay: str) -> float:
+        """Seconds for the delay named ``delay``: a world value (``world.`` and its path)
+        or a draw from the scenario's timing (the chart's default when the scenario has
+        none for it), from the timing stream."""
+        if delay.startswith(WORLD_DELAY):
+            value: Any = self.scenario.world
+            for part in delay.removeprefix(WORLD_DELAY).split("."):
+                value = getattr(value, part)
+            return float(value)
+        spec = self.scenario.timing.get(delay) or self.chart.timing[delay]
+        return spec.draw(self._timing_rng)
