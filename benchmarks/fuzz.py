@@ -63,9 +63,9 @@ sys.path.insert(0, ROOT)
 
 from simulator.scenario import builtin_names, load_scenario  # noqa: E402
 from simulator.tools.client import ReferenceClient  # noqa: E402
-from statecharts import load_chart  # noqa: E402
+from statecharts import COMMANDS, load_chart  # noqa: E402
 
-DRIVERS = ("browse", "generate", "config", "login", "update", "version")
+DRIVERS = tuple(COMMANDS)
 SCENARIOS = [name for name in builtin_names() if not load_scenario(name).faults]
 """The built-in scenarios without transport faults (a hang, an exit, noise on stdout:
 what they do to the stream is what their own tests check)."""

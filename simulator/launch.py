@@ -1,10 +1,11 @@
 """Building a session as ``zread <command> [flags]`` would start: zread's own flags and
 the session made from them, a scenario and a home.
 
-Owns: the flags of each zread command (:func:`add_zread_flags`, shared by the command
-line and :func:`parse_flags`), turning parsed flags into :class:`Flags`, and
-:func:`build_session`, which every runner and tool uses to start a session, so none of
-them imports the command line; and the parsers of the simulator's own values a session
+Owns: parsing each zread command's flags as its module declares them
+(:func:`add_zread_flags`, shared by the command line and :func:`parse_flags`) into its
+:class:`Flags`, and :func:`build_session`, which every runner and tool uses to start a
+session, so none of them imports the command line (it also refuses a scenario whose
+failures name a point no command declares); and the parsers of the simulator's own values a session
 is started with, shared by the command line and ``load``: :func:`integer` (``--seed``)
 and :func:`number` (``--speed``, durations), each refusing in the simulator's words.
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from simulator.core.driver import Flags
 from simulator.errors import MisuseError
-from statecharts import COMMANDS
+from statecharts import COMMANDS, failure_points, load_chart
 
 if TYPE_CHECKING:
     from simulator.core.session import Session
@@ -63,106 +64,57 @@ def number(minimum: float, strict: bool = False) -> Callable[[str], float]:
     return parse
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.x.y.z")
-"""The hosts ``browse --host`` takes: the simulator serves on this machine only."""
-
-
-def _host(text: str) -> str:
-    """A loopback host, or a usage error: the simulator never listens elsewhere."""
-    import ipaddress
-
-    if text.lower() == "localhost":
-        return text
-    try:
-        loopback = ipaddress.ip_address(text).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise argparse.ArgumentTypeError(
-            f"refusing to serve on {text!r}: the simulator listens on a loopback address "
-            f"only ({', '.join(LOOPBACK)})"
-        )
-    return text
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port 0-65535 (0: any free one), got {text!r}")
-    return port
-
-
 def add_zread_flags(command: argparse.ArgumentParser, name: str) -> None:
-    """The flags of ``zread <name>`` itself, as the real command takes them.
+    """The flags of ``zread <name>`` itself, as the real command takes them: ``--stdio``
+    and those its module declares (:class:`~simulator.core.command.Flag`).
 
     Each flag's ``metavar`` is the value type zread's help shows (``string``, ``int``)
     and its ``help`` the line it shows; the command line formats both (``simulator.cli``).
     """
+    from simulator.core.command import flag_fields
+
     command.add_argument(
         "--stdio",
         action="store_true",
         help="machine-readable mode: JSON events on stdout, JSON commands on stdin",
     )
-    if name == "browse":
+    for field in flag_fields(load_chart(name).flags_type):
+        flag = field.flag
+        if field.switch:
+            command.add_argument(*flag.names, dest=field.name, action="store_true", help=flag.help)
+            continue
         command.add_argument(
-            "--host", metavar="string", type=_host, default="127.0.0.1", help="host to serve on"
-        )
-        command.add_argument(
-            "--port",
-            metavar="int",
-            type=_port,
-            default=9681,
-            help="port to serve on, the next free one upward when busy; 0: any free port",
-        )
-        command.add_argument(
-            "--version",
-            metavar="string",
-            default="",
-            help="the wiki version to serve (an id under .zread/wiki/versions)",
-        )
-        command.add_argument(
-            "--generate",
-            action="store_true",
-            help="generate the wiki first when there is none (accepted, not simulated)",
-        )
-    if name == "generate":
-        command.add_argument(
-            "-y", "--yes", action="store_true", help="start at once, without asking what to do"
-        )
-        command.add_argument(
-            "--draft",
-            "--draft-action",
-            dest="draft_action",
-            metavar="string",
-            choices=("resume", "clear", "cancel"),
-            default="",
-            help="what to do with an unfinished draft: resume, clear or cancel",
-        )
-        command.add_argument(
-            "--skip-failed",
-            action="store_true",
-            help="skip the pages that failed instead of waiting for a retry",
-        )
-    if name == "login":
-        command.add_argument(
-            "--custom", action="store_true", help="use your own LLM provider and API key"
+            *flag.names,
+            dest=field.name,
+            metavar=flag.metavar or "string",
+            type=_parser(flag.parse) if flag.parse else str,
+            choices=flag.choices or None,
+            default=field.default,
+            help=flag.help,
         )
 
 
-def flags_of(args: argparse.Namespace) -> Flags:
-    """The :class:`Flags` of parsed arguments (absent flags keep their defaults)."""
-    return Flags(
-        yes=getattr(args, "yes", False),
-        draft_action=getattr(args, "draft_action", ""),
-        skip_failed=getattr(args, "skip_failed", False),
-        custom=getattr(args, "custom", False),
-        host=getattr(args, "host", "127.0.0.1"),
-        port=getattr(args, "port", 9681),
-        version=getattr(args, "version", ""),
-    )
+def _parser(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """``parse`` as argparse calls a type: its ValueError's message becomes the error."""
+
+    def typed(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return typed
+
+
+def flags_of(command: str, args: argparse.Namespace) -> Flags:
+    """The flags of ``zread <command>`` from parsed arguments (absent ones: defaults)."""
+    from simulator.core.command import flag_fields
+
+    flags_type = load_chart(command).flags_type
+    given = {
+        f.name: getattr(args, f.name) for f in flag_fields(flags_type) if hasattr(args, f.name)
+    }
+    return flags_type(**given)
 
 
 class FlagError(MisuseError, ValueError):
@@ -196,7 +148,21 @@ def _parsed_flags(command: str, args: tuple[str, ...]) -> Flags:
         parsed = parser.parse_args(list(args))
     except FlagError as error:
         raise FlagError(f"zread {command}: {error}") from None
-    return flags_of(parsed)
+    return flags_of(command, parsed)
+
+
+def check_failure_points(scenario: Scenario) -> None:
+    """:class:`~simulator.scenario.ScenarioError` when a failure of ``scenario`` names
+    a point no command declares (a misspelt point would otherwise never fail)."""
+    from simulator.scenario import ScenarioError
+
+    points = failure_points()
+    for index, failure in enumerate(scenario.failures):
+        if failure.point not in points:
+            raise ScenarioError(
+                f"scenario {scenario.name}: failures[{index}].point: {failure.point!r} is not "
+                f"a failure point (one of {', '.join(points)})"
+            )
 
 
 def build_session(
@@ -216,10 +182,14 @@ def build_session(
     """
     from simulator.core.session import Session
     from simulator.scenario import load_scenario
-    from statecharts import load_chart
+    from statecharts import load_chart  # looked up now: a test may stand another in
 
     loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+    if loaded.failures:
+        check_failure_points(loaded)
     flags = args if isinstance(args, Flags) else parse_flags(command, args)
+    if not isinstance(flags, load_chart(command).flags_type):
+        raise FlagError(f"zread {command}: flags of type {type(flags).__name__} are not its own")
     if home is not None:
         import msgspec
 

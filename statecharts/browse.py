@@ -19,16 +19,124 @@ failure at point ``server`` ends in ``error`` without starting one.
 
 from __future__ import annotations
 
+import ipaddress
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from simulator.core.driver import Driver, InvalidParams
+from simulator.core.command import Answer, Examples, Flag
+from simulator.core.driver import Driver, Flags, InvalidParams
 from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.scenario import wiki
 
-__all__ = ["BrowseModel", "BrowseVM", "SelectVersionParams", "VersionEntry", "WikiSite"]
+if TYPE_CHECKING:
+    from transitions import EventData
+
+__all__ = [
+    "BrowseFlags",
+    "BrowseModel",
+    "BrowseVM",
+    "SelectVersionParams",
+    "VersionEntry",
+    "WikiSite",
+]
+
+SUMMARY = "Browse the generated wiki in a local web server"
+HELP = """Browse the generated wiki in a local web server.
+
+Serves the project's .zread/wiki (the current version, or the one --version names)
+on http://127.0.0.1:9681, the next free port upward when that one is busy."""
+ABOUT = (
+    "Serves the generated wiki: start-up picks the version (asking with "
+    "`select_version` when there are several), the server starts on a timer, and the "
+    "wiki is served until `quit`."
+)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.x.y.z")
+"""The hosts ``--host`` takes: the simulator serves on this machine only."""
+
+
+def loopback_host(text: str) -> str:
+    """A loopback host; ValueError for any other: the simulator never listens elsewhere."""
+    if text.lower() == "localhost":
+        return text
+    try:
+        loopback = ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError(
+            f"refusing to serve on {text!r}: the simulator listens on a loopback address "
+            f"only ({', '.join(LOOPBACK)})"
+        )
+    return text
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 for any free one; ValueError for anything else."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(f"expected a port 0-65535 (0: any free port), got {text!r}")
+    return port
+
+
+class BrowseFlags(Flags, frozen=True):
+    """``zread browse``'s flags."""
+
+    host: Annotated[
+        str, Flag("--host", metavar="string", parse=loopback_host, help="host to serve on")
+    ] = "127.0.0.1"
+    port: Annotated[
+        int,
+        Flag(
+            "--port",
+            metavar="int",
+            parse=port_number,
+            help="port to serve on, the next free one upward when busy; 0: any free port",
+        ),
+    ] = 9681
+    version: Annotated[
+        str,
+        Flag(
+            "--version",
+            metavar="string",
+            help="the wiki version to serve (an id under .zread/wiki/versions)",
+        ),
+    ] = ""
+    generate: Annotated[
+        bool,
+        Flag(
+            "--generate",
+            help="generate the wiki first when there is none (accepted, not simulated)",
+        ),
+    ] = False
+
+
+def _served_version(vm: dict[str, Any]) -> tuple[str, ...] | None:
+    versions = vm.get("versions") or []
+    return ("--port", "0", "--version", versions[0]["id"]) if versions else None
+
+
+EXAMPLES = Examples(
+    flags=(("--port", "0"), ("--port", "0", "--version", "no-such-version")),
+    flags_from_vm=_served_version,
+)
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """A sensible client: the current version (else the newest), quit once served."""
+    if "select_version" in waiting:
+        if vm.get("has_current"):
+            return ("select_version", {"current": True})
+        return ("select_version", {"wiki_id": vm["versions"][-1]["id"]})
+    if waiting == ["quit"] and vm.get("state") == "serving":
+        return ("quit", {})
+    return None
+
 
 DEFAULT_SERVER_ERROR = "start server: listen tcp 127.0.0.1:0: bind: address already in use"
 """vm.error when a scenario's ``server`` failure gives no text of its own."""
@@ -117,6 +225,7 @@ class WikiSite:
 
 
 class BrowseModel(Driver):
+    flags: BrowseFlags
     vm_type = BrowseVM
     vm: BrowseVM
     _versions: tuple[wiki.Version, ...] | None = None
@@ -134,38 +243,38 @@ class BrowseModel(Driver):
 
     # -- starting ------------------------------------------------------------------
 
-    def begin(self, _: Any) -> None:
+    def begin(self, _: EventData) -> None:
         self.vm.has_current = any(v.is_current for v in self.versions())
 
-    def no_wiki(self, _: Any) -> bool:
+    def no_wiki(self, _: EventData) -> bool:
         return not self.rt.scenario.world.wikis
 
-    def several(self, _: Any) -> bool:
+    def several(self, _: EventData) -> bool:
         return len(self.rt.scenario.world.wikis) > 1
 
     # -- --version ID --------------------------------------------------------------
 
-    def version_asked(self, _: Any) -> bool:
-        return bool(self.rt.flags.version)
+    def version_asked(self, _: EventData) -> bool:
+        return bool(self.flags.version)
 
-    def version_unknown(self, _: Any) -> bool:
-        wanted = self.rt.flags.version
+    def version_unknown(self, _: EventData) -> bool:
+        wanted = self.flags.version
         return bool(wanted) and all(v.id != wanted for v in self.versions())
 
-    def refuse_version(self, _: Any) -> None:
+    def refuse_version(self, _: EventData) -> None:
         ids = ", ".join(v.id for v in self.versions())
-        self._failure = f'wiki version "{self.rt.flags.version}" not found (one of {ids})'
+        self._failure = f'wiki version "{self.flags.version}" not found (one of {ids})'
 
-    def choose_asked_version(self, _: Any) -> None:
+    def choose_asked_version(self, _: EventData) -> None:
         ids = [v.id for v in self.versions()]
-        self._chosen = ids.index(self.rt.flags.version)
+        self._chosen = ids.index(self.flags.version)
 
     # -- select_version ------------------------------------------------------------
 
-    def offer_versions(self, _: Any) -> None:
+    def offer_versions(self, _: EventData) -> None:
         self.vm.versions = [VersionEntry(v.id, v.timestamp, v.is_current) for v in self.versions()]
 
-    def withdraw_versions(self, _: Any) -> None:
+    def withdraw_versions(self, _: EventData) -> None:
         self.vm.versions = msgspec.UNSET
 
     def version_examples(self) -> list[dict[str, Any]]:
@@ -187,7 +296,7 @@ class BrowseModel(Driver):
         if params.wiki_id not in ids:
             raise InvalidParams(f"unknown wiki_id {params.wiki_id!r} (one of {', '.join(ids)})")
 
-    def choose_version(self, event: Any) -> None:
+    def choose_version(self, event: EventData) -> None:
         params: SelectVersionParams = event.kwargs["params"]
         for index, version in enumerate(self.versions()):
             if version.id == params.wiki_id or (params.current and version.is_current):
@@ -211,13 +320,13 @@ class BrowseModel(Driver):
             current=version.is_current,
         )
 
-    def start_server(self, _: Any) -> None:
+    def start_server(self, _: EventData) -> None:
         failure = self.rt.failure("server")
         if failure is not None:
             self._failure = failure.error or DEFAULT_SERVER_ERROR
             return
         self._requested = True
-        flags = self.rt.flags
+        flags = self.flags
         self.rt.effect(StartServer(self.site(), host=flags.host, port=flags.port))
 
     def on_effect(self, effect: object, result: object) -> None:
@@ -227,22 +336,22 @@ class BrowseModel(Driver):
         if self._elapsed and self.state == "loading":
             self.rt.schedule("_loaded", 0.0)  # the delay ran out first: leave loading now
 
-    def delay_elapsed(self, _: Any) -> None:
+    def delay_elapsed(self, _: EventData) -> None:
         self._elapsed = True
 
-    def server_failed(self, _: Any) -> bool:
+    def server_failed(self, _: EventData) -> bool:
         return bool(self._failure) or (self._started is not None and not self._started.url)
 
-    def server_ready(self, _: Any) -> bool:
+    def server_ready(self, _: EventData) -> bool:
         return self._started is not None and bool(self._started.url)
 
-    def show_error(self, _: Any) -> None:
+    def show_error(self, _: EventData) -> None:
         if self._failure:
             self.vm.error = self._failure
         elif self._started is not None:
             self.vm.error = f"start server: {self._started.error or 'no address'}"
 
-    def serve(self, _: Any) -> None:
+    def serve(self, _: EventData) -> None:
         assert self._started is not None
         self.vm.url = self._started.url
         self.vm.browser_opened = self.rt.scenario.world.browser_opens
@@ -256,7 +365,8 @@ CHART = {
     "name": "browse",
     "project": True,  # reads and writes the project's .zread/wiki
     "model": "BrowseModel",
-    "delays": [],
+    "flags": "BrowseFlags",
+    "timing": {"server_start": {"uniform": [0.2, 0.5]}},
     "failures": ["server"],
     "initial": "starting",
     "states": [

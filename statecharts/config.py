@@ -10,14 +10,37 @@ as ``editing`` in error texts, and one terminal state after ``save``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from simulator.core.command import Answer
 from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import SaveConfig
 
+if TYPE_CHECKING:
+    from transitions import EventData
+
 __all__ = ["FIELDS", "ConfigModel", "ConfigVM", "Field", "UpdateFields"]
+
+SUMMARY = "Edit zread's configuration"
+HELP = """Edit zread's configuration: languages, concurrency and the LLM provider,
+kept in ~/.zread/config.yaml."""
+ABOUT = (
+    "Edits zread's configuration: `update_fields` and `reload_llm` change it "
+    "in place, `save` writes it and ends the session."
+)
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """A sensible client: change one field, then save."""
+    if "update_fields" not in waiting:
+        return None
+    if memory.get("edited"):
+        return ("save", {})
+    memory["edited"] = True
+    return ("update_fields", {"fields": {"language": "de"}})
+
 
 FIELDS: tuple[tuple[str, str], ...] = (
     ("config.language", "language"),
@@ -80,7 +103,7 @@ class ConfigModel(Driver):
     vm_type = ConfigVM
     vm: ConfigVM
 
-    def load(self, _: Any) -> None:
+    def load(self, _: EventData) -> None:
         settings = self.rt.scenario.world.config
         for title_key, json_key in FIELDS:
             if json_key:
@@ -102,7 +125,7 @@ class ConfigModel(Driver):
                 raise InvalidParams(f"field {key!r} {reason}")
             _check_value(key, value)
 
-    def apply_update(self, event: Any) -> None:
+    def apply_update(self, event: EventData) -> None:
         changes: dict[str, str] = {
             key: str(_integer(value)) if key in _RANGES else value  # "+4", "04": shown as 4
             for key, value in event.kwargs["params"].fields.items()
@@ -112,12 +135,12 @@ class ConfigModel(Driver):
                 field.value = changes[field.json_key]
         self.vm.dirty = any(f.value != f.initial for f in self.vm.fields)
 
-    def reload_llm(self, _: Any) -> None:
+    def reload_llm(self, _: EventData) -> None:
         values = {f.json_key: f.value for f in self.vm.fields}
         empty = [key for key in _LLM_KEYS if not values[key].strip()]
         self.vm.error = f"LLM settings incomplete: {', '.join(empty)} empty" if empty else ""
 
-    def save(self, _: Any) -> None:
+    def save(self, _: EventData) -> None:
         editable = [f for f in self.vm.fields if f.json_key]
         self.rt.effect(
             SaveConfig(
@@ -131,7 +154,6 @@ class ConfigModel(Driver):
 CHART = {
     "name": "config",
     "model": "ConfigModel",
-    "delays": [],
     "failures": [],
     "initial": "starting",
     "states": [

@@ -40,20 +40,25 @@ a ``cancel`` while running, or a ``quit`` while running or at a gate, is a
 from __future__ import annotations
 
 import heapq
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from simulator.core.driver import Driver, InvalidParams
+from simulator.core.command import Answer, Examples, Flag
+from simulator.core.driver import Driver, Flags, InvalidParams, Runtime
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.core.spliced import SplicedList
 from simulator.scenario import wiki
+
+if TYPE_CHECKING:
+    from transitions import EventData
 
 __all__ = [
     "ACTIONS",
     "TOOLS",
     "Catalog",
     "CatalogStatus",
+    "GenerateFlags",
     "GenerateModel",
     "GenerateVM",
     "Pages",
@@ -62,6 +67,81 @@ __all__ = [
     "TaskList",
     "TaskState",
 ]
+
+SUMMARY = "Generate wiki documentation for the current repository"
+HELP = """Generate wiki documentation for the current repository.
+
+Writes a catalog, then each page, into .zread/wiki/drafts/ in the project; when it
+is done the draft becomes .zread/wiki/versions/<id> and .zread/wiki/current names it."""
+ABOUT = (
+    "Generates the wiki: start-up resumes a draft, asks `select_action` or "
+    "starts fresh; the catalog and every page run on timers, and a failed page opens "
+    "the retry gate."
+)
+
+
+class GenerateFlags(Flags, frozen=True):
+    """``zread generate``'s flags; ``draft_action`` is ``--draft`` (alias ``--draft-action``)."""
+
+    yes: Annotated[bool, Flag("-y", "--yes", help="start at once, without asking what to do")] = (
+        False
+    )
+    draft_action: Annotated[
+        str,
+        Flag(
+            "--draft",
+            "--draft-action",
+            metavar="string",
+            choices=("resume", "clear", "cancel"),
+            help="what to do with an unfinished draft: resume, clear or cancel",
+        ),
+    ] = ""
+    skip_failed: Annotated[
+        bool,
+        Flag("--skip-failed", help="skip the pages that failed instead of waiting for a retry"),
+    ] = False
+
+
+EXAMPLES = Examples(
+    flags=(
+        (),
+        ("-y",),
+        ("-y", "--skip-failed"),
+        ("--draft", "resume"),
+        ("--draft", "clear"),
+        ("--draft", "cancel"),
+    ),
+    scenarios={
+        "logged-out": "[world.account]\nlogged_in = false\n",
+        "broken-repository": '[[failures]]\npoint = "repository"\n'
+        'error = "open repository: no .git here"\n',
+        "draft-already-a-version": 'extends = "draft"\n[world.draft]\nid = "2025-01-01-000000"\n'
+        '[[world.wikis]]\nid = "2025-01-01-000000"\n',
+        "draft-complete": '[[world.project.pages]]\ntitle = "A"\n[[world.project.pages]]\n'
+        'title = "B"\n[world.draft]\nid = "2025-01-01-000000"\nfinished = ["1-a", "2-b"]\n',
+    },
+)
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """A sensible client: resume a draft, else generate; retry each failed page and the
+    catalog once, then give up (``skip_all``, ``quit``), so a run always ends."""
+    if "select_action" in waiting:
+        scenario = vm.get("select_action", {}).get("scenario")
+        return ("select_action", {"action": "resume" if scenario == "has_draft" else "generate"})
+    if "retry_catalog" in waiting:
+        memory["catalog_retries"] = memory.get("catalog_retries", 0) + 1
+        return ("retry_catalog" if memory["catalog_retries"] == 1 else "quit", {})
+    if "retry" in waiting:
+        retried: set[int] = memory.setdefault("retried", set())
+        tasks = vm.get("pages", {}).get("tasks", [])
+        failed = [t["id"] for t in tasks if t["state"] == "failed" and t["id"] not in retried]
+        if not failed:
+            return ("skip_all", {})
+        retried.add(failed[0])
+        return ("retry", {"task_id": failed[0]})
+    return None
+
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "empty": ("generate", "cancel"),
@@ -152,10 +232,11 @@ class RetryParams(msgspec.Struct):
 
 
 class GenerateModel(Driver):
+    flags: GenerateFlags
     vm_type = GenerateVM
     vm: GenerateVM
 
-    def __init__(self, rt: Any) -> None:
+    def __init__(self, rt: Runtime) -> None:
         super().__init__(rt)
         world = rt.scenario.world
         self.max_concurrent: int = world.config.max_concurrent
@@ -164,7 +245,7 @@ class GenerateModel(Driver):
         self.language = wiki.wiki_language(world.config.language)
         self._pages: tuple[wiki.Page, ...] | None = None  # drawn when first needed
         draft = world.draft
-        ignored = draft is not None and rt.flags.yes and not rt.flags.draft_action
+        ignored = draft is not None and self.flags.yes and not self.flags.draft_action
         if ignored:
             draft = None  # zread 0.2.13: -y alone ignores a draft and starts over
         self.draft = draft
@@ -205,37 +286,37 @@ class GenerateModel(Driver):
     def _has_draft(self) -> bool:
         return self.vm.select_action.scenario == "has_draft"
 
-    def logged_in(self, _: Any) -> bool:
+    def logged_in(self, _: EventData) -> bool:
         return self.rt.scenario.world.account.logged_in
 
-    def show_not_logged_in(self, _: Any) -> None:
+    def show_not_logged_in(self, _: EventData) -> None:
         self.vm.error = "not logged in: run zread login first"
 
-    def draft_cancelled(self, _: Any) -> bool:
-        return self._has_draft() and self.rt.flags.draft_action == "cancel"
+    def draft_cancelled(self, _: EventData) -> bool:
+        return self._has_draft() and self.flags.draft_action == "cancel"
 
-    def draft_resumed(self, _: Any) -> bool:
-        return self._has_draft() and self.rt.flags.draft_action == "resume"
+    def draft_resumed(self, _: EventData) -> bool:
+        return self._has_draft() and self.flags.draft_action == "resume"
 
-    def draft_is_a_version(self, _: Any) -> bool:
+    def draft_is_a_version(self, _: EventData) -> bool:
         """The draft's id is already a version's: zread ends such a resume in error."""
         draft = self.draft
         wikis = self.rt.scenario.world.wikis
         return draft is not None and bool(draft.id) and any(w.id == draft.id for w in wikis)
 
-    def draft_complete(self, _: Any) -> bool:
+    def draft_complete(self, _: EventData) -> bool:
         """Every page of a draft read from disk is written (a run killed between its last
         page and its commit): a resume has nothing to run, and commits the draft at once.
         (A scenario's ``done`` count leaves one page to run at least.)"""
         draft = self.draft
         return draft is not None and bool(draft.finished) and self.draft_done == len(self.pages)
 
-    def show_draft_conflict(self, _: Any) -> None:
+    def show_draft_conflict(self, _: EventData) -> None:
         assert self.draft is not None
         self.vm.error = f"draft {self.draft.id} already exists as version {self.draft.id}"
 
-    def starts_unasked(self, _: Any) -> bool:
-        flags = self.rt.flags
+    def starts_unasked(self, _: EventData) -> bool:
+        flags = self.flags
         if self._has_draft():
             return flags.draft_action == "clear"
         return flags.yes
@@ -252,21 +333,21 @@ class GenerateModel(Driver):
                 f" (one of {', '.join(allowed)})"
             )
 
-    def chose_fresh(self, event: Any) -> bool:
+    def chose_fresh(self, event: EventData) -> bool:
         return bool(event.kwargs["params"].action in ("generate", "clear"))
 
-    def chose_resume(self, event: Any) -> bool:
+    def chose_resume(self, event: EventData) -> bool:
         return bool(event.kwargs["params"].action == "resume")
 
     # -- the catalog -------------------------------------------------------------------
 
-    def start_catalog(self, _: Any) -> None:
+    def start_catalog(self, _: EventData) -> None:
         self.vm.catalog.status = "running"
         self.vm.catalog.tool_name = ""
         self.catalog_step = 0
         self.catalog_round_failures = 0
 
-    def step_catalog(self, _: Any) -> None:
+    def step_catalog(self, _: EventData) -> None:
         """One catalog step; the first one checks the repository, and a broken one ends
         the run before the catalog goes on."""
         if not self.repository_checked:
@@ -297,13 +378,13 @@ class GenerateModel(Driver):
         else:
             catalog.auto_retry += 1  # the automatic retry that starts now
 
-    def catalog_failed(self, _: Any) -> bool:
+    def catalog_failed(self, _: EventData) -> bool:
         return self.vm.catalog.status == "error"
 
-    def catalog_ready(self, _: Any) -> bool:
+    def catalog_ready(self, _: EventData) -> bool:
         return self.vm.catalog.status == "done"
 
-    def resume_draft(self, _: Any) -> None:
+    def resume_draft(self, _: EventData) -> None:
         self.vm.catalog.status = "resumed"
         self._make_tasks(resumed=self.draft_done)
         self.rt.effect(CatalogReady(self.pages, self.language, resumed=True))
@@ -335,7 +416,7 @@ class GenerateModel(Driver):
 
     # -- the pages ---------------------------------------------------------------------
 
-    def run_pages(self, _: Any) -> None:
+    def run_pages(self, _: EventData) -> None:
         self.vm.pages.waiting_retry = False
         self._fill_slots()
 
@@ -348,7 +429,7 @@ class GenerateModel(Driver):
             self.running += 1
             self.rt.schedule("_page_done", "page", task_id=task.id)
 
-    def finish_page(self, event: Any) -> None:
+    def finish_page(self, event: EventData) -> None:
         task = self.vm.pages.tasks.task(event.kwargs["task_id"])
         self.running -= 1
         self.attempts[task.id] += 1
@@ -371,23 +452,23 @@ class GenerateModel(Driver):
                 self.failed += 1
         self._fill_slots()
 
-    def retry_due(self, event: Any) -> None:
+    def retry_due(self, event: EventData) -> None:
         task = self.vm.pages.tasks.task(event.kwargs["task_id"])
         task.state = "pending"
         heapq.heappush(self.waiting, task.id)
         self._fill_slots()
 
-    def gate_needed(self, _: Any) -> bool:
+    def gate_needed(self, _: EventData) -> bool:
         return self.unsettled == 0 and self.failed > 0
 
-    def skips_failed(self, _: Any) -> bool:
+    def skips_failed(self, _: EventData) -> bool:
         """``--skip-failed``: the driver answers the retry gate with skip_all itself."""
-        return self.rt.flags.skip_failed
+        return self.flags.skip_failed
 
-    def all_done(self, _: Any) -> bool:
+    def all_done(self, _: EventData) -> bool:
         return self.unsettled == 0
 
-    def open_gate(self, _: Any) -> None:
+    def open_gate(self, _: EventData) -> None:
         self.vm.pages.waiting_retry = True
 
     def retry_examples(self) -> list[dict[str, Any]]:
@@ -400,7 +481,7 @@ class GenerateModel(Driver):
         if not 1 <= params.task_id <= len(tasks) or tasks[params.task_id - 1].state != "failed":
             raise InvalidParams(f"task {params.task_id} is not a failed task")
 
-    def retry_page(self, event: Any) -> None:
+    def retry_page(self, event: EventData) -> None:
         task = self.vm.pages.tasks.task(event.kwargs["params"].task_id)
         task.retry_count = 0
         task.state = "pending"
@@ -410,16 +491,16 @@ class GenerateModel(Driver):
 
     # -- the end -----------------------------------------------------------------------
 
-    def repository_broken(self, _: Any) -> bool:
+    def repository_broken(self, _: EventData) -> bool:
         return bool(self.repository_error)
 
-    def show_repository_error(self, _: Any) -> None:
+    def show_repository_error(self, _: EventData) -> None:
         """The repository cannot be read: the catalog fails with the run."""
         self.vm.error = self.repository_error
         catalog = self.vm.catalog
         catalog.status, catalog.tool_name, catalog.error = "error", "", self.repository_error
 
-    def finish(self, _: Any) -> None:
+    def finish(self, _: EventData) -> None:
         """The run is over (its last event): nothing is left at work in the vm. A page
         that was running or waiting for its retry is ``pending`` again (it was not
         written; a resume runs it), a catalog being made is ``idle`` (not made)."""
@@ -435,12 +516,12 @@ class GenerateModel(Driver):
                     pages.tasks.task(task.id).state = "pending"
             self.running = 0
 
-    def record_wiki(self, _: Any) -> None:
+    def record_wiki(self, _: EventData) -> None:
         """The pages ran to the end (or the rest were skipped): a new wiki version."""
         pages = self.vm.pages
         self.rt.effect(WikiGenerated(pages_done=pages.done, pages_total=pages.total))
 
-    def leave_draft(self, _: Any = None) -> None:
+    def leave_draft(self, _: EventData | None = None) -> None:
         """Stopped while running: the pages done so far are a draft."""
         self.rt.effect(DraftLeft(self.vm.pages.done))
 
@@ -490,7 +571,12 @@ CHART = {
     "name": "generate",
     "project": True,  # reads and writes the project's .zread/wiki
     "model": "GenerateModel",
-    "delays": ["page", "page_retry"],
+    "flags": "GenerateFlags",
+    "timing": {
+        "catalog_step": {"uniform": [0.15, 0.28]},
+        "page": {"uniform": [0.6, 1.5]},
+        "page_retry": {"uniform": [0.2, 0.5]},
+    },
     "failures": ["repository", "catalog", "page"],
     "initial": "starting",
     "states": [

@@ -13,15 +13,56 @@ peer attached, the peer approves instead: the driver asks for an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
 import msgspec
 
-from simulator.core.driver import Driver, InvalidParams
+from simulator.core.command import Answer, Examples, Flag
+from simulator.core.driver import Driver, Flags, InvalidParams
 from simulator.core.effects import AskApproval, CancelApproval, SaveLogin
 
-__all__ = ["OWN_KEY", "LoginModel", "LoginVM", "ModelParams", "RegionParams"]
+if TYPE_CHECKING:
+    from transitions import EventData
+
+__all__ = ["OWN_KEY", "LoginFlags", "LoginModel", "LoginVM", "ModelParams", "RegionParams"]
+
+SUMMARY = "Login flow: sign in and choose a model"
+HELP = """Login flow: sign in to Zread in the browser, then choose a model.
+
+With --custom, use your own LLM provider instead."""
+ABOUT = (
+    "Logs in: after `select_region` the browser flow runs on timers until the "
+    "authorisation comes (or expires), then `select_model` and the saving of the "
+    "credentials."
+)
+
+
+class LoginFlags(Flags, frozen=True):
+    """``zread login``'s flags."""
+
+    custom: Annotated[bool, Flag("--custom", help="use your own LLM provider and API key")] = False
+
+
+EXAMPLES = Examples(
+    flags=((), ("--custom",)),
+    scenarios={
+        "approved-by-peer": '[world.login]\napprover = "control"\n',
+        "flow-fails": '[[failures]]\npoint = "init_flow"\n',
+        "authorization-denied": '[[failures]]\npoint = "authorization"\n',
+        "save-fails": '[[failures]]\npoint = "save"\nerror = "write login.json: disk full"\n',
+    },
+)
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """A sensible client: the global region, then the first model offered."""
+    if "select_region" in waiting:
+        return ("select_region", {"region": "global"})
+    if "select_model" in waiting:
+        return ("select_model", {"model": vm["avail_models"][0]})
+    return None
+
 
 OWN_KEY = "__use_own_key__"
 """The region that means "I bring my own LLM key": hand over to the config editor."""
@@ -48,6 +89,7 @@ class ModelParams(msgspec.Struct):
 
 
 class LoginModel(Driver):
+    flags: LoginFlags
     vm_type = LoginVM
     vm: LoginVM
     region = ""
@@ -56,13 +98,13 @@ class LoginModel(Driver):
     step_error = ""
     """Why the step that just ended failed (the vm.error to show), or ``""``."""
 
-    def custom_requested(self, _: Any) -> bool:
-        return self.rt.flags.custom
+    def custom_requested(self, _: EventData) -> bool:
+        return self.flags.custom
 
-    def own_key(self, event: Any) -> bool:
+    def own_key(self, event: EventData) -> bool:
         return bool(event.kwargs["params"].region == OWN_KEY)
 
-    def hand_over(self, _: Any) -> None:
+    def hand_over(self, _: EventData) -> None:
         self.vm.wants_llm_provider_editor = True
 
     def region_examples(self) -> list[dict[str, Any]]:
@@ -77,21 +119,21 @@ class LoginModel(Driver):
         if allowed and params.region not in allowed and params.region != OWN_KEY:
             raise InvalidParams(f"unknown region {params.region!r} (one of {', '.join(allowed)})")
 
-    def choose_region(self, event: Any) -> None:
+    def choose_region(self, event: EventData) -> None:
         self.region = event.kwargs["params"].region
 
-    def start_flow(self, _: Any) -> None:
+    def start_flow(self, _: EventData) -> None:
         failure = self.rt.failure("init_flow")
         if failure is not None:
             self.step_error = failure.error or "start login flow: service unavailable"
 
-    def step_failed(self, _: Any) -> bool:
+    def step_failed(self, _: EventData) -> bool:
         return bool(self.step_error)
 
-    def show_failure(self, _: Any) -> None:
+    def show_failure(self, _: EventData) -> None:
         self.vm.error = self.step_error
 
-    def open_browser(self, _: Any) -> None:
+    def open_browser(self, _: EventData) -> None:
         login = self.rt.scenario.world.login
         nonce = f"{self.rt.rng.getrandbits(64):016x}"
         query = urlencode(
@@ -107,14 +149,14 @@ class LoginModel(Driver):
         if not self.rt.scenario.world.browser_opens:
             self.vm.browser_warn = "could not open a browser; open the URL above to log in"
 
-    def wait(self, _: Any) -> None:
+    def wait(self, _: EventData) -> None:
         login = self.rt.scenario.world.login
         self.vm.auth_timeout = round(login.auth_timeout * 1e9)
         if login.approver == "control" and self.rt.peer_attached:
             self.asked_peer = True
             self.rt.effect(AskApproval(str(self.vm.authorize_url), self.vm.auth_timeout))
 
-    def stop_waiting(self, _: Any) -> None:
+    def stop_waiting(self, _: EventData | None) -> None:
         if self.asked_peer:
             self.asked_peer = False
             self.rt.effect(CancelApproval())
@@ -122,13 +164,13 @@ class LoginModel(Driver):
     def on_quit(self) -> None:
         self.stop_waiting(None)
 
-    def peer_approved(self, event: Any) -> bool:
+    def peer_approved(self, event: EventData) -> bool:
         return bool(event.kwargs["approve"])
 
-    def peer_denied(self, event: Any) -> None:
+    def peer_denied(self, event: EventData) -> None:
         self.vm.error = event.kwargs["reason"] or "authorization denied"
 
-    def decide_authorization(self, _: Any) -> None:
+    def decide_authorization(self, _: EventData) -> None:
         if self.asked_peer:  # the control peer decides, not the simulated user
             self.withheld = True
             return
@@ -137,13 +179,13 @@ class LoginModel(Driver):
         if failure is not None and not failure.timeout:
             self.step_error = failure.error or "authorization denied"
 
-    def authorization_withheld(self, _: Any) -> bool:
+    def authorization_withheld(self, _: EventData) -> bool:
         return self.withheld
 
-    def timed_out(self, _: Any) -> None:
+    def timed_out(self, _: EventData) -> None:
         self.vm.error = "authorization timed out"
 
-    def offer_models(self, _: Any) -> None:
+    def offer_models(self, _: EventData) -> None:
         self.vm.authorize_url = msgspec.UNSET
         self.vm.auth_timeout = msgspec.UNSET
         self.vm.avail_models = list(self.rt.scenario.world.login.models)
@@ -157,16 +199,16 @@ class LoginModel(Driver):
         if params.model not in models:
             raise InvalidParams(f"unknown model {params.model!r} (one of {', '.join(models)})")
 
-    def choose_model(self, event: Any) -> None:
+    def choose_model(self, event: EventData) -> None:
         self.vm.selected_model = event.kwargs["params"].model
         self.vm.avail_models = msgspec.UNSET
 
-    def save_credentials(self, _: Any) -> None:
+    def save_credentials(self, _: EventData) -> None:
         failure = self.rt.failure("save")
         if failure is not None:
             self.step_error = failure.error or "save credentials: permission denied"
 
-    def finish(self, _: Any) -> None:
+    def finish(self, _: EventData) -> None:
         """``username`` names who is logged in: the account the flow just logged in, or,
         when the user brings their own key (no flow), the account already logged in,
         if any; with nobody it is empty (present, as in every done event)."""
@@ -177,7 +219,7 @@ class LoginModel(Driver):
         else:
             self.vm.username = account.username if account.logged_in else ""
 
-    def clear_flow(self, _: Any) -> None:
+    def clear_flow(self, _: EventData) -> None:
         self.vm.authorize_url = msgspec.UNSET
         self.vm.auth_timeout = msgspec.UNSET
         self.vm.avail_models = msgspec.UNSET
@@ -186,7 +228,13 @@ class LoginModel(Driver):
 CHART = {
     "name": "login",
     "model": "LoginModel",
-    "delays": [],
+    "flags": "LoginFlags",
+    "timing": {
+        "init_flow": {"uniform": [0.2, 0.4]},
+        "open_browser": {"uniform": [0.2, 0.3]},
+        "authorize": {"uniform": [1.0, 2.0]},
+        "save_login": {"uniform": [0.2, 0.4]},
+    },
     "failures": ["init_flow", "authorization", "save"],
     "initial": "starting",
     "states": [

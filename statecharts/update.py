@@ -12,15 +12,42 @@ The simulator never replaces a binary.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from simulator.core.command import Answer, Examples
 from simulator.core.driver import Driver
 from simulator.core.envelope import go_float
 from statecharts.version import go_arch, go_os
 
+if TYPE_CHECKING:
+    from transitions import EventData
+
 __all__ = ["UpdateModel", "UpdateVM", "is_newer"]
+
+SUMMARY = "Update Zread to the latest version"
+HELP = "Update Zread to the latest version."
+ABOUT = (
+    "Updates zread: the release check runs on a timer, `download` starts the "
+    "download, which steps on a timer, and `restart` or `skip_restart` ends it."
+)
+
+EXAMPLES = Examples(
+    scenarios={
+        "check-fails": '[[failures]]\npoint = "check"\nerror = "check for updates: network down"\n',
+    },
+)
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """A sensible client: download the update, then restart into it."""
+    if "download" in waiting:
+        return ("download", {})
+    if "restart" in waiting:
+        return ("restart", {})
+    return None
+
 
 _SEMVER = re.compile(r"v?(\d+(?:\.\d+)*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 
@@ -70,34 +97,34 @@ class UpdateModel(Driver):
     _break_error = ""
     _verified = False
 
-    def begin(self, _: Any) -> None:
+    def begin(self, _: EventData) -> None:
         self.vm.current_version = self.rt.scenario.world.release.current_version
 
     # -- checking ------------------------------------------------------------------
 
-    def check_release(self, _: Any) -> None:
+    def check_release(self, _: EventData) -> None:
         failure = self.rt.failure("check")
         if failure is not None:
             self.vm.error = failure.error or "check for updates: connection refused"
 
-    def check_failed(self, _: Any) -> bool:
+    def check_failed(self, _: EventData) -> bool:
         return bool(self.vm.error)
 
-    def managed(self, _: Any) -> bool:
+    def managed(self, _: EventData) -> bool:
         return bool(self.rt.scenario.world.release.package_manager)
 
-    def is_latest(self, _: Any) -> bool:
+    def is_latest(self, _: EventData) -> bool:
         """Nothing newer is released: up to date, whoever installed zread."""
         release = self.rt.scenario.world.release
         return not is_newer(release.latest_version, release.current_version)
 
-    def show_package_manager(self, _: Any) -> None:
+    def show_package_manager(self, _: EventData) -> None:
         """A newer version exists; the package manager that installed zread upgrades it."""
         release = self.rt.scenario.world.release
         self.vm.latest_version = release.latest_version
         self.vm.package_manager = release.package_manager
 
-    def offer_update(self, _: Any) -> None:
+    def offer_update(self, _: EventData) -> None:
         release = self.rt.scenario.world.release
         self.vm.latest_version = release.latest_version
         self.vm.download_url = release.download_url.format(
@@ -106,14 +133,14 @@ class UpdateModel(Driver):
 
     # -- downloading ---------------------------------------------------------------
 
-    def start_download(self, _: Any) -> None:
+    def start_download(self, _: EventData) -> None:
         self.vm.total_bytes = self.rt.scenario.world.release.download_bytes
         failure = self.rt.failure("download")
         if failure is not None:
             self._break_at = failure.at_percent
             self._break_error = failure.error or "download failed: connection reset by peer"
 
-    def step_download(self, _: Any) -> None:
+    def step_download(self, _: EventData) -> None:
         if self.vm.downloaded_bytes >= self.vm.total_bytes:
             self._verified = True  # the step after 100%: the download is checked, done
             return
@@ -126,17 +153,20 @@ class UpdateModel(Driver):
         self.vm.downloaded_bytes = total if percent >= 100.0 else int(total * percent / 100.0)
         self.vm.download_percent = go_float(min(percent, 100.0))
 
-    def download_broken(self, _: Any) -> bool:
+    def download_broken(self, _: EventData) -> bool:
         return bool(self.vm.error)
 
-    def download_complete(self, _: Any) -> bool:
+    def download_complete(self, _: EventData) -> bool:
         return self._verified
 
 
 CHART = {
     "name": "update",
     "model": "UpdateModel",
-    "delays": [],
+    "timing": {
+        "check": {"uniform": [0.3, 0.6]},
+        "download_step": {"uniform": [0.1, 0.15]},
+    },
     "failures": ["check", "download"],
     "initial": "starting",
     "states": [

@@ -7,11 +7,25 @@ from __future__ import annotations
 
 import platform
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from simulator.core.command import Answer
 from simulator.core.driver import Driver
+
+if TYPE_CHECKING:
+    from transitions import EventData
+
+SUMMARY = "Print the version of Zread"
+HELP = "Print the version of Zread."
+ABOUT = "Prints the version: one internal transition from start-up to done."
+
+
+def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+    """Nothing to answer: the first event is the last."""
+    return None
+
 
 _GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows", "cygwin": "windows"}
 _GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -40,7 +54,7 @@ class VersionModel(Driver):
     vm_type = VersionVM
     vm: VersionVM
 
-    def describe(self, _: Any) -> None:
+    def describe(self, _: EventData) -> None:
         release = self.rt.scenario.world.release
         self.vm.version = release.current_version
         self.vm.channel = release.channel
@@ -52,7 +66,6 @@ class VersionModel(Driver):
 CHART = {
     "name": "version",
     "model": "VersionModel",
-    "delays": [],
     "failures": [],
     "initial": "starting",
     "states": [

@@ -22,8 +22,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
 
 WHOSE = {
-    "simulator.cli.UsageError": ConfigurationError,
-    "simulator.cli.StreamClosedError": ConfigurationError,
+    "simulator.cli.options.UsageError": ConfigurationError,
+    "simulator.cli.program.StreamClosedError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
     "simulator.hosts.dirfd.FilesError": ConfigurationError,
     "simulator.hosts.dirfd.LinkRefused": ConfigurationError,
@@ -39,20 +39,25 @@ WHOSE = {
     "simulator.runners.controlled.ControlAddressError": ConfigurationError,
     "simulator.tools.load.common.LoadError": ConfigurationError,
     "simulator.tools.plot.PlotError": ConfigurationError,
-    "simulator.tools.record.RecordError": ConfigurationError,
+    "simulator.tools.cassette.RecordError": ConfigurationError,
     "simulator.tools.schema.SchemaError": ConfigurationError,
-    "simulator.core.session.SessionError": MisuseError,
+    "simulator.core.interface.SessionError": MisuseError,
     "simulator.launch.FlagError": MisuseError,
     "simulator.runners.virtual.SimulationError": MisuseError,
     "simulator.tools.remote.RemoteError": MisuseError,
     "simulator.core.envelope.RejectedLine": ProtocolError,
     "simulator.core.driver.InvalidParams": ProtocolError,
-    "simulator.core.chart.ChartError": SimulatorBug,
+    "simulator.core.chart_check.ChartError": SimulatorBug,
     "simulator.tools.load.workers.WorkerError": SimulatorBug,
 }
 """Each error class of the package, and the branch it belongs to."""
 
-STANDALONE = {"simulator/clijson.py", "simulator/control.py", "simulator/control_frames.py"}
+STANDALONE = {
+    "simulator/clijson.py",
+    "simulator/clijson_codec.py",
+    "simulator/control.py",
+    "simulator/control_frames.py",
+}
 """The companion protocols keep errors of their own, to stay usable alone."""
 
 

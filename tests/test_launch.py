@@ -22,6 +22,9 @@ from simulator.hosts.files import FileStore
 from simulator.launch import FlagError, add_zread_flags, build_session, flags_of, parse_flags
 from simulator.scenario import load_scenario
 from statecharts import COMMANDS
+from statecharts.browse import BrowseFlags
+from statecharts.generate import GenerateFlags
+from statecharts.login import LoginFlags
 
 
 def first_event(session: Session) -> dict[str, Any]:
@@ -65,26 +68,30 @@ def test_each_command_takes_its_own_flags_and_stdio(command: str) -> None:
 
 
 def test_parsed_flags_become_flags() -> None:
-    assert parse_flags("generate", []) == Flags()
-    assert parse_flags("generate", ["--stdio", "-y", "--skip-failed"]) == Flags(
+    assert parse_flags("generate", []) == GenerateFlags()
+    assert parse_flags("generate", ["--stdio", "-y", "--skip-failed"]) == GenerateFlags(
         yes=True, skip_failed=True
     )
-    assert parse_flags("generate", ["--yes", "--draft-action", "clear"]) == Flags(
+    assert parse_flags("generate", ["--yes", "--draft-action", "clear"]) == GenerateFlags(
         yes=True, draft_action="clear"
     )
-    assert parse_flags("generate", ["--draft", "resume"]) == Flags(draft_action="resume")
-    assert parse_flags("login", ["--custom"]) == Flags(custom=True)
+    assert parse_flags("generate", ["--draft", "resume"]) == GenerateFlags(draft_action="resume")
+    assert parse_flags("login", ["--custom"]) == LoginFlags(custom=True)
     assert parse_flags("version", ["--stdio"]) == Flags()
-    assert parse_flags("browse", ["--port", "0", "--host", "::1", "--version", "v2"]) == Flags(
-        host="::1", port=0, version="v2"
-    )
-    assert parse_flags("browse", ["--generate"]) == Flags()  # taken, changes nothing yet
+    assert parse_flags(
+        "browse", ["--port", "0", "--host", "::1", "--version", "v2"]
+    ) == BrowseFlags(host="::1", port=0, version="v2")
+    assert parse_flags("browse", ["--generate"]) == BrowseFlags(generate=True)  # not simulated
 
 
 def test_browse_defaults_to_the_loopback_address_and_port_9681() -> None:
     flags = parse_flags("browse", [])
     assert (flags.host, flags.port, flags.version) == ("127.0.0.1", 9681, "")
-    assert (Flags().host, Flags().port, Flags().version) == ("127.0.0.1", 9681, "")
+    assert (BrowseFlags().host, BrowseFlags().port, BrowseFlags().version) == (
+        "127.0.0.1",
+        9681,
+        "",
+    )
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1"])
@@ -110,8 +117,11 @@ def test_flags_are_not_abbreviated() -> None:
 
 
 def test_absent_flags_keep_their_defaults() -> None:
-    assert flags_of(argparse.Namespace()) == Flags()
-    assert flags_of(argparse.Namespace(yes=True, unrelated=1)) == Flags(yes=True)
+    assert flags_of("generate", argparse.Namespace()) == GenerateFlags()
+    assert flags_of("generate", argparse.Namespace(yes=True, unrelated=1)) == GenerateFlags(
+        yes=True
+    )
+    assert flags_of("version", argparse.Namespace(yes=True)) == Flags()
 
 
 @pytest.mark.parametrize(
@@ -145,7 +155,7 @@ def test_a_session_runs_the_chart_of_its_command() -> None:
 def test_flags_as_strings_or_parsed_change_the_flow() -> None:
     asks = first_event(build_session("generate"))
     assert asks["vm"]["state"] == "select_action" and "select_action" in asks["waiting_for"]
-    for args in (["-y"], Flags(yes=True)):
+    for args in (["-y"], GenerateFlags(yes=True)):
         skips = first_event(build_session("generate", args))
         assert skips["vm"]["state"] == "running" and "select_action" not in skips["waiting_for"]
 
@@ -205,3 +215,17 @@ def test_the_value_parsers_refuse_in_the_simulators_words() -> None:
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=f"^{says}$"):
             parse(text)
+
+
+def test_a_failure_at_a_point_no_command_declares_is_refused_naming_it() -> None:
+    from simulator.scenario import ScenarioError
+
+    text = '[[failures]]\npoint = "check"\n[[failures]]\npoint = "nowhere"\n'
+    scenario = load_scenario("mine", text=text)
+    for command in COMMANDS:  # a point of another command is fine; this one is no one's
+        with pytest.raises(ScenarioError, match=r"^scenario mine: failures\[1\]\.point: "):
+            build_session(command, scenario=scenario)
+    with pytest.raises(ScenarioError, match="'nowhere' is not a failure point"):
+        build_session("version", scenario=scenario)
+    checked = load_scenario("mine", text='[[failures]]\npoint = "page"\n')
+    assert json.loads(build_session("update", scenario=checked).start()[0])["vm"]["state"]

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
+import statecharts
+
+COMMANDS = list(statecharts.COMMANDS)
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -241,7 +241,8 @@ def is_reexport(module: Module) -> bool:
 def mirrored_test(name: str) -> Path:
     """Where the tests of module ``name`` live: ``simulator.core.session`` ->
     ``tests/core/test_session.py``, ``statecharts.browse`` ->
-    ``tests/statecharts/test_browse.py``, ``simulator.cli`` -> ``tests/test_cli.py``."""
+    ``tests/statecharts/test_browse.py``, ``simulator.cli.program`` ->
+    ``tests/cli/test_program.py``."""
     parts = name.split(".")
     if parts[0] == "simulator":
         parts = parts[1:]
@@ -265,10 +266,12 @@ def test_the_walk_sees_both_packages_and_their_imports() -> None:
     # A walk that found nothing would pass every rule below.
     modules = the_tree()
     assert set(PACKAGES) <= set(modules)
-    assert {"simulator.core.session", "simulator.cli", "statecharts.generate"} <= set(modules)
+    assert {"simulator.core.session", "simulator.cli.program", "statecharts.generate"} <= set(
+        modules
+    )
     graph = import_graph(modules)
     assert "simulator.core.chart" in graph["simulator.core.session"]
-    assert "simulator.launch" in graph["simulator.cli"]
+    assert "simulator.launch" in graph["simulator.cli.parsers"]
 
 
 def test_the_scanner_counts_every_kind_of_import(tmp_path: Path) -> None:
@@ -505,7 +508,7 @@ def test_every_source_module_has_its_mirrored_test_module() -> None:
 
 def test_the_mirror_rule_maps_paths_as_documented() -> None:
     assert mirrored_test("simulator.core.session") == ROOT / "tests/core/test_session.py"
-    assert mirrored_test("simulator.cli") == ROOT / "tests/test_cli.py"
+    assert mirrored_test("simulator.cli.program") == ROOT / "tests/cli/test_program.py"
     assert mirrored_test("simulator.tools.load.stats") == ROOT / "tests/tools/load/test_stats.py"
     assert mirrored_test("statecharts.browse") == ROOT / "tests/statecharts/test_browse.py"
     modules = the_tree()

@@ -30,19 +30,12 @@ class InvalidParams(ProtocolError):
 
 
 class Flags(msgspec.Struct, frozen=True):
-    """The zread flags that change a driver's flow (``zread <command> --help``).
+    """The zread flags of a command that takes none; the base of each command's own.
 
-    ``draft_action`` is generate's ``--draft`` (alias ``--draft-action``); ``host``,
-    ``port`` and ``version`` are browse's (``--port 0``: any free port).
+    A command with flags declares a subclass in its module, one field per flag, each
+    annotated with the :class:`~simulator.core.command.Flag` that sets it; its chart
+    names it (``"flags"``), and its model reads ``self.flags``.
     """
-
-    yes: bool = False
-    draft_action: str = ""
-    skip_failed: bool = False
-    custom: bool = False
-    host: str = "127.0.0.1"
-    port: int = 9681
-    version: str = ""
 
 
 class Runtime(Protocol):
@@ -97,6 +90,8 @@ class Driver:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
+        self.flags = rt.flags
+        """The command's flags: a subclass narrows the type to its chart's flags type."""
         self.vm = self.vm_type()
 
     def on_quit(self) -> None:

@@ -16,30 +16,18 @@ Must not: read the clock or do I/O; it draws only from the RNG it is given.
 # annotations when a scenario is first loaded, and each one left a string costs a
 # compile and an eval at start-up.
 import random
-from typing import Literal
 
 import msgspec
 
-__all__ = ["POINTS", "Failure", "FailurePlan"]
-
-Point = Literal[
-    "check",
-    "download",
-    "init_flow",
-    "authorization",
-    "save",
-    "repository",
-    "catalog",
-    "page",
-    "server",
-]
-POINTS: tuple[str, ...] = Point.__args__  # type: ignore[attr-defined]
+__all__ = ["Failure", "FailurePlan"]
 
 
 class Failure(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     """One way the simulated world goes wrong."""
 
-    point: Point
+    point: str
+    """Where: a failure point some command's chart declares (its ``failures``); the
+    session is refused a scenario naming a point no command has."""
     error: str = ""
     target: int = 0
     attempts: list[int] = msgspec.field(default_factory=list)
@@ -49,6 +37,8 @@ class Failure(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
     timeout: bool = False
 
     def __post_init__(self) -> None:
+        if not self.point:
+            raise ValueError("point must name a failure point")
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError("probability must be between 0 and 1")
         if self.first < 0 or self.target < 0 or any(a < 1 for a in self.attempts):

@@ -1,32 +1,13 @@
-"""Diagrams of the six charts: mermaid ``stateDiagram-v2``, Graphviz DOT, SVG and PNG.
+"""Diagrams of the six charts: ``zread-sim charts``, ``docs/charts.md``, SVG and PNG.
 
-Owns: :func:`mermaid` and :func:`dot`, which draw one chart from its data
-(``statecharts.load_chart`` for the states, the module's ``CHART["transitions"]`` for
-the edges, in chart order); :func:`render`, which turns the DOT text into SVG or PNG
-with Graphviz's ``dot`` executable; :func:`docs_page`, the text of ``docs/charts.md``;
-and :func:`main`, the body of ``zread-sim charts``. ``docs/charts.md`` is regenerated
-with::
+Owns: :func:`mermaid`, :func:`dot` and :func:`edges` of a command by name (the
+drawing itself is :mod:`simulator.tools.charts_draw`'s, from the compiled chart
+``statecharts.load_chart`` gives); :func:`render`, which turns the DOT text into SVG or
+PNG with Graphviz's ``dot`` executable; :func:`docs_page`, the text of
+``docs/charts.md``; and :func:`main`, the body of ``zread-sim charts``.
+``docs/charts.md`` is regenerated with::
 
     python -m simulator.tools.charts --docs --out docs/charts.md
-
-What a diagram shows: every chart state once, with its ``vm.state`` when that differs
-from its name, the ``waiting_for`` of a gate (``waits for select_action, cancel, quit``)
-and its timers; ``[*]`` into the initial state and out of every terminal one; every
-transition once per trigger, source and candidate, labelled ``trigger [guard]``
-(``[not x]`` for an ``unless``, ``[else]`` for an unguarded candidate tried after
-guarded ones); an internal transition (``dest: None``) is an edge back to its state.
-
-Internal triggers (``_`` names, never sent by a client) are told apart from commands.
-In DOT they are dashed (``style=dashed``). Mermaid's ``stateDiagram-v2`` cannot draw a
-dashed or otherwise styled transition: its grammar has one arrow, ``-->``, every edge
-gets the same fixed style, ``linkStyle`` exists only in flowcharts (mermaid issue #1352,
-open since 2020; mermaid 11.17 refuses both ``-.->`` and ``linkStyle`` in a state
-diagram), and ``classDef`` applies to states only. So in mermaid (and, for the
-same reading, in DOT too) an internal trigger's label starts with a mark: ``⏱`` for a
-timer of its source state, ``▶`` for ``_start`` (fired once at start-up), ``⚙`` for one
-the model fires itself (a delay it schedules, the answer to an effect); and the states
-a session leaves only by internal triggers get a dashed border (``classDef internal``),
-the gates a bold one (``classDef gate``).
 
 Why not ``transitions.extensions.diagrams``: its ``GraphMachine`` is a second machine,
 built again from the transitions beside the one the sessions share, and knows nothing
@@ -43,20 +24,19 @@ Must not: run a session, or change a chart; print anything but what it was asked
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO
 
-from simulator.core.chart import Chart, StateSpec
-from simulator.errors import ConfigurationError, SimulatorBug
+from simulator.core.chart import Chart
+from simulator.errors import ConfigurationError
+from simulator.tools import charts_draw
 from simulator.tools.arguments import raising
-from statecharts import COMMANDS, load_chart
+from simulator.tools.charts_draw import Edge
+from statecharts import COMMANDS, command_module, load_chart
 
 __all__ = [
     "FORMATS",
@@ -76,35 +56,6 @@ FORMATS = ("mermaid", "dot", "svg", "png")
 REGENERATE = "python -m simulator.tools.charts --docs --out docs/charts.md"
 """The command that writes ``docs/charts.md``."""
 
-Kind = Literal["command", "start", "timer", "model"]
-MARKS: dict[Kind, str] = {"command": "", "start": "▶ ", "timer": "⏱ ", "model": "⚙ "}
-"""The prefix of an edge's label, by who fires its trigger."""
-
-_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
-# Words mermaid's state-diagram lexer reads before an id (it has no word boundaries:
-# ``default`` is a keyword at the start of any token, ``state``/``note``/``class``
-# before a space).
-_MERMAID_WORDS = ("state", "note", "class", "classdef", "scale", "direction", "hide", "end")
-_UNSAFE_TEXT = re.compile(r'[:;"#%\n{}<>]')
-
-SUMMARIES: dict[str, str] = {
-    "browse": "Serves the generated wiki: start-up picks the version (asking with "
-    "`select_version` when there are several), the server starts on a timer, and the "
-    "wiki is served until `quit`.",
-    "generate": "Generates the wiki: start-up resumes a draft, asks `select_action` or "
-    "starts fresh; the catalog and every page run on timers, and a failed page opens "
-    "the retry gate.",
-    "config": "Edits zread's configuration: `update_fields` and `reload_llm` change it "
-    "in place, `save` writes it and ends the session.",
-    "login": "Logs in: after `select_region` the browser flow runs on timers until the "
-    "authorisation comes (or expires), then `select_model` and the saving of the "
-    "credentials.",
-    "update": "Updates zread: the release check runs on a timer, `download` starts the "
-    "download, which steps on a timer, and `restart` or `skip_restart` ends it.",
-    "version": "Prints the version: one internal transition from start-up to done.",
-}
-"""One sentence per command for ``docs/charts.md``."""
-
 
 class ChartsError(ConfigurationError):
     """A diagram that cannot be made as asked: an unknown command or format (exit 2)."""
@@ -114,166 +65,26 @@ class RenderError(ChartsError):
     """SVG or PNG without Graphviz's ``dot`` on PATH, or ``dot`` failing."""
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """One transition of a chart as drawn: one trigger, source and candidate."""
-
-    source: str
-    dest: str  # the source again for an internal transition (dest None)
-    trigger: str
-    guard: str  # "" or "[chose_fresh]", "[not logged_in]", "[else]"
-    kind: Kind
-
-    @property
-    def internal(self) -> bool:
-        """True for a trigger a client never sends (timers, start-up, the model's)."""
-        return self.kind != "command"
-
-    @property
-    def label(self) -> str:
-        return f"{MARKS[self.kind]}{self.trigger}{' ' + self.guard if self.guard else ''}"
-
-
-def _names(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
 def _chart(command: str) -> Chart:
     if command not in COMMANDS:
         raise ChartsError(f"unknown command {command!r} (one of {', '.join(COMMANDS)})")
     return load_chart(command)
 
 
-def _kind(trigger: str, source: StateSpec) -> Kind:
-    if not trigger.startswith("_"):
-        return "command"
-    if trigger == "_start":
-        return "start"
-    if any(timer.trigger == trigger for timer in source.timers):
-        return "timer"
-    return "model"
-
-
-def _guard(transition: dict[str, Any], follows_others: bool) -> str:
-    terms = _names(transition.get("conditions"))
-    terms += [f"not {name}" for name in _names(transition.get("unless"))]
-    if terms:
-        return f"[{' and '.join(terms)}]"
-    return "[else]" if follows_others else ""
-
-
 def edges(command: str) -> list[Edge]:
     """Every transition of ``command``'s chart, one per trigger, source and candidate,
     in chart order."""
-    chart = _chart(command)
-    raw = importlib.import_module(f"statecharts.{command}").CHART["transitions"]
-    seen: set[tuple[str, str]] = set()
-    out: list[Edge] = []
-    for transition in raw:
-        trigger = transition["trigger"]
-        for source in _names(transition["source"]):
-            dest = transition.get("dest") or source
-            kind = _kind(trigger, chart.states[source])
-            guard = _guard(transition, (trigger, source) in seen)
-            seen.add((trigger, source))
-            out.append(Edge(source, dest, trigger, guard, kind))
-    return out
-
-
-def _details(chart: Chart, spec: StateSpec) -> tuple[str, list[str]]:
-    """A state's title and the lines under it: its gate, then its timers."""
-    title = spec.name
-    if spec.vm_state != spec.name:
-        shown = "vm.state" if chart.shows_state else "zread state"
-        title = f"{spec.name} ({shown} {spec.vm_state})"
-    lines = []
-    if spec.waiting_for:
-        lines.append(f"waits for {', '.join(spec.waiting_for)}")
-    for timer in spec.timers:
-        when = "every" if timer.repeat else "after"
-        lines.append(f"{MARKS['timer']}{timer.trigger} {when} {timer.after}")
-    return title, lines
-
-
-def _state_class(spec: StateSpec) -> str | None:
-    if spec.waiting_for:
-        return "gate"
-    return None if spec.terminal else "internal"
-
-
-def _checked(chart: Chart, texts: Sequence[str]) -> None:
-    """Refuse a state name or text mermaid would read as something else."""
-    for name in chart.states:
-        lowered = name.lower()
-        if not _ID.match(name) or lowered in _MERMAID_WORDS or lowered.startswith("default"):
-            raise SimulatorBug(f"chart {chart.name}: state {name!r} is not a safe diagram id")
-    for text in texts:
-        if _UNSAFE_TEXT.search(text):
-            raise SimulatorBug(f"chart {chart.name}: {text!r} cannot be a diagram label")
+    return charts_draw.edges(_chart(command))
 
 
 def mermaid(command: str) -> str:
     """The mermaid ``stateDiagram-v2`` of ``command``'s chart, ending in a newline."""
-    chart = _chart(command)
-    drawn = edges(command)
-    details = {name: _details(chart, spec) for name, spec in chart.states.items()}
-    _checked(
-        chart,
-        [e.label for e in drawn] + [t for title, more in details.values() for t in [title, *more]],
-    )
-    lines = [
-        "stateDiagram-v2",
-        "    classDef gate stroke-width:3px",
-        "    classDef internal stroke-dasharray:5 4",
-    ]
-    for name, (title, more) in details.items():
-        lines.append(f'    state "{title}" as {name}')
-        lines.extend(f"    {name} : {line}" for line in more)
-    lines.append(f"    [*] --> {chart.initial}")
-    lines.extend(f"    {e.source} --> {e.dest} : {e.label}" for e in drawn)
-    lines.extend(f"    {name} --> [*]" for name, spec in chart.states.items() if spec.terminal)
-    for css in ("gate", "internal"):
-        members = [name for name, spec in chart.states.items() if _state_class(spec) == css]
-        if members:
-            lines.append(f"    class {','.join(members)} {css}")
-    return "\n".join(lines) + "\n"
-
-
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return charts_draw.mermaid(_chart(command))
 
 
 def dot(command: str) -> str:
     """The Graphviz DOT graph of ``command``'s chart: internal triggers dashed."""
-    chart = _chart(command)
-    drawn = edges(command)
-    _checked(chart, [])
-    lines = [
-        f"digraph {_quoted(command)} {{",
-        '    node [shape=box, style=rounded, fontname="Helvetica"];',
-        '    edge [fontname="Helvetica", fontsize=10];',
-        '    "__start" [shape=point, width=0.15, label=""];',
-        '    "__end" [shape=doublecircle, width=0.1, label="", style=filled, fillcolor=black];',
-    ]
-    for name, spec in chart.states.items():
-        title, more = _details(chart, spec)
-        label = "\\n".join(_quoted(t)[1:-1] for t in [title, *more])
-        css = _state_class(spec)
-        style = {"gate": ", penwidth=2", "internal": ', style="rounded,dashed"', None: ""}[css]
-        lines.append(f'    {_quoted(name)} [label="{label}"{style}];')
-    lines.append(f'    "__start" -> {_quoted(chart.initial)};')
-    for e in drawn:
-        dashed = ", style=dashed" if e.internal else ""
-        lines.append(
-            f"    {_quoted(e.source)} -> {_quoted(e.dest)} [label={_quoted(e.label)}{dashed}];"
-        )
-    lines.extend(
-        f'    {_quoted(name)} -> "__end";' for name, spec in chart.states.items() if spec.terminal
-    )
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return charts_draw.dot(_chart(command))
 
 
 def render(command: str, fmt: str) -> bytes:
@@ -335,7 +146,12 @@ def docs_page() -> str:
         "  schedules, or the answer to an effect). In the DOT output they are dashed.",
     ]
     for command in COMMANDS:
-        parts += ["", f"## {command}", "", SUMMARIES.get(command, f"`zread {command}`.")]
+        parts += [
+            "",
+            f"## {command}",
+            "",
+            getattr(command_module(command), "ABOUT", f"`zread {command}`."),
+        ]
         parts += ["", "```mermaid", mermaid(command).rstrip("\n"), "```"]
     return "\n".join(parts) + "\n"
 
@@ -399,25 +215,30 @@ def _outputs(args: argparse.Namespace) -> Iterator[tuple[str | None, bytes]]:
             raise ChartsError("--docs writes mermaid; leave out --format")
         yield args.out, docs_page().encode()
     elif args.all:
-        if args.out is None and fmt in ("svg", "png"):
-            raise ChartsError(f"--all --format {fmt} writes one file each: give --out DIR")
-        if args.out is not None:
-            try:
-                os.makedirs(args.out, exist_ok=True)
-            except OSError as error:
-                raise ChartsError(f"cannot make {args.out}: {error.strerror or error}") from error
-        for command in COMMANDS:
-            data = _drawn(command, fmt)
-            if args.out is None:
-                comment = "%%" if fmt == "mermaid" else "//"
-                yield None, f"{comment} zread {command}\n".encode() + data
-            else:
-                yield os.path.join(args.out, f"{command}.{_ext(fmt)}"), data
+        yield from _every_chart(fmt, args.out)
     else:
         if fmt == "png" and args.out is None:
             raise ChartsError("--format png is binary: give --out FILE")
         _chart(args.command)
         yield args.out, _drawn(args.command, fmt)
+
+
+def _every_chart(fmt: str, out: str | None) -> Iterator[tuple[str | None, bytes]]:
+    """``--all``: every chart, one file each in ``out``, or one after the other."""
+    if out is None and fmt in ("svg", "png"):
+        raise ChartsError(f"--all --format {fmt} writes one file each: give --out DIR")
+    if out is not None:
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as error:
+            raise ChartsError(f"cannot make {out}: {error.strerror or error}") from error
+    for command in COMMANDS:
+        data = _drawn(command, fmt)
+        if out is None:
+            comment = "%%" if fmt == "mermaid" else "//"
+            yield None, f"{comment} zread {command}\n".encode() + data
+        else:
+            yield os.path.join(out, f"{command}.{_ext(fmt)}"), data
 
 
 def main(

@@ -21,25 +21,34 @@ class CounterModel(Driver):
 
 
 class _Runtime:
-    """Stands in for a session; a Driver only stores it."""
+    """Stands in for a session; a Driver stores it and keeps its flags."""
 
-
-def test_flags_defaults() -> None:
     flags = Flags()
-    assert flags.yes is False
-    assert flags.draft_action == ""
-    assert flags.skip_failed is False
-    assert flags.custom is False
+
+
+class _OwnFlags(Flags, frozen=True):
+    yes: bool = False
+    draft_action: str = ""
+
+
+def test_the_base_flags_have_no_field() -> None:
+    assert Flags.__struct_fields__ == ()  # a command's own flags are its module's
+    assert Flags() == Flags()
 
 
 def test_flags_are_frozen_and_comparable() -> None:
-    flags = Flags(yes=True, draft_action="resume")
+    flags = _OwnFlags(yes=True, draft_action="resume")
     with pytest.raises(AttributeError):
         flags.yes = False  # type: ignore[misc]
-    assert flags == Flags(yes=True, draft_action="resume")
-    assert flags != Flags()
-    assert hash(flags) == hash(Flags(yes=True, draft_action="resume"))  # a cache key
-    assert msgspec.structs.replace(flags, custom=True).custom is True
+    assert flags == _OwnFlags(yes=True, draft_action="resume")
+    assert flags != _OwnFlags()
+    assert hash(flags) == hash(_OwnFlags(yes=True, draft_action="resume"))  # a cache key
+    assert msgspec.structs.replace(flags, yes=False).yes is False
+
+
+def test_a_driver_keeps_its_sessions_flags() -> None:
+    rt = _Runtime()
+    assert CounterModel(rt).flags is rt.flags  # type: ignore[arg-type]
 
 
 def test_driver_gets_a_fresh_vm_of_its_type() -> None:

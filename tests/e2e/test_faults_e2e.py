@@ -21,7 +21,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.core.driver import Flags
 from simulator.core.session import Session
 from simulator.scenario import load_scenario
 from statecharts import load_chart
@@ -160,7 +159,13 @@ def scenario_file(tmp_path: Path, faults: str, name: str = "faulty") -> str:
 def baseline(command: str, scenario: str, *, seed: int = 0, **flags: Any) -> list[bytes]:
     """The events of ``command`` run to its end in-process at speed 0, without faults."""
     loaded = msgspec.structs.replace(load_scenario(scenario), faults=[])
-    session = Session(load_chart(command), loaded, flags=Flags(**flags), seed=seed, speed=0)
+    session = Session(
+        load_chart(command),
+        loaded,
+        flags=load_chart(command).flags_type(**flags),
+        seed=seed,
+        speed=0,
+    )
     out = session.start()
     while not session.done and (deadline := session.next_deadline()) is not None:
         out += session.advance(deadline)

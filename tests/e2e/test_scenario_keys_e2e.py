@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.core.driver import Flags
 from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario, failures, faults, load_scenario, timing, world
-from statecharts import COMMANDS, load_chart
+from statecharts import COMMANDS, failure_points, load_chart
+from statecharts.generate import GenerateFlags
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"
 REGION = {"type": "select_region", "params": {"region": "global"}}
@@ -42,7 +42,13 @@ def drive(
 ) -> list[dict[str, Any]]:
     """The events of one session: timers run out first, then the next scripted command."""
     loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
-    session = Session(load_chart(command), loaded, flags=Flags(**flags), seed=seed, speed=speed)
+    session = Session(
+        load_chart(command),
+        loaded,
+        flags=load_chart(command).flags_type(**flags),
+        seed=seed,
+        speed=speed,
+    )
     host = EffectHost()
     events: list[dict[str, Any]] = []
 
@@ -128,22 +134,30 @@ def test_the_doc_names_every_key_point_kind_and_delay() -> None:
     names |= {f"world.{f.name}" for f in msgspec.structs.fields(world.World)} - {
         "world.browser_opens"
     }
-    names |= {"browser_opens"} | set(failures.POINTS) | set(faults.KINDS)
-    names |= {d for c in COMMANDS for d in load_chart(c).delays}
+    names |= {"browser_opens"} | set(failure_points()) | set(faults.KINDS)
+    names |= {d for c in COMMANDS for d in load_chart(c).timing}
     missing = sorted(
         n for n in names if f"`{n}`" not in text and f"[{n}]" not in text and f"[[{n}]]" not in text
     )
     assert missing == []
 
 
-def test_the_delays_the_doc_lists_are_the_defaults_timing() -> None:
-    """Charts name their timers' delays; page and page_retry are scheduled by generate."""
+def test_the_delays_the_doc_lists_are_the_charts_timing() -> None:
+    """Each chart gives every delay it uses a default; the doc lists them all."""
     text = DOC.read_text(encoding="utf-8")
     section = text[text.index("## [timing]") : text.index("## [[failures]]")]
-    listed = set(re.findall(r"^\| `(\w+)` \| (?:update|login|browse|generate) \|", section, re.M))
-    default = set(load_scenario("default").timing)
-    assert listed == default
-    assert {d for c in COMMANDS for d in load_chart(c).delays} <= default
+    rows = re.findall(
+        r"^\| `(\w+)` \| (update|login|browse|generate) \|[^|]*"
+        r"\| uniform \[([\d.]+), ([\d.]+)\] \|$",
+        section,
+        re.M,
+    )
+    listed = {(name, command): (float(a), float(b)) for name, command, a, b in rows}
+    assert listed == {
+        (name, command): load_chart(command).timing[name].uniform
+        for command in COMMANDS
+        for name in load_chart(command).timing
+    }
 
 
 # -- [world]: every key has an observable effect --------------------------------------
@@ -414,7 +428,8 @@ def test_each_delay_times_its_step(
     tmp_path: Path, delay: str, command: str, script: list[dict[str, Any]]
 ) -> None:
     """Fixed at 1000 s, the others at 0: the first wait is 1000 s x speed 2 x --speed 0.25."""
-    others = "\n".join(f"{d} = {{ fixed = 0.0 }}" for d in load_scenario().timing if d != delay)
+    every = {d for c in COMMANDS for d in load_chart(c).timing}
+    others = "\n".join(f"{d} = {{ fixed = 0.0 }}" for d in sorted(every) if d != delay)
     failing = (
         '[[failures]]\npoint = "page"\ntarget = 1\nfirst = 1\n' if delay == "page_retry" else ""
     )
@@ -423,7 +438,8 @@ def test_each_delay_times_its_step(
         f"[timing]\n{others}\n{delay} = {{ fixed = 1000.0 }}\n\n{failing}"
     )
     loaded = load_scenario(scenario(tmp_path, text))
-    session = Session(load_chart(command), loaded, flags=Flags(yes=True), speed=0.25)
+    flags = GenerateFlags(yes=True) if command == "generate" else None
+    session = Session(load_chart(command), loaded, flags=flags, speed=0.25)
     session.start()
     pending = list(script)
     while not session.done:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from simulator.core.driver import Flags
 from simulator.core.effects import (
     PERSISTED,
     CatalogReady,
@@ -41,6 +40,7 @@ from simulator.scenario import load_scenario, wiki
 from simulator.scenario.wiki import Page
 from simulator.scenario.world import Account, Draft, World
 from statecharts import load_chart
+from statecharts.generate import GenerateFlags
 
 CATALOG = wiki.catalog(0, "acme/widget", 3)
 SAVED: list[object] = [
@@ -195,7 +195,7 @@ class Run:
 
     def __init__(self, scenario: str = "default", **flags: Any) -> None:
         self.session = Session(
-            load_chart("generate"), load_scenario(scenario), flags=Flags(**flags), speed=1.0
+            load_chart("generate"), load_scenario(scenario), flags=GenerateFlags(**flags), speed=1.0
         )
         self.effects: list[object] = []
         self.last: dict[str, Any] = {}

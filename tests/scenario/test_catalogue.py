@@ -160,7 +160,7 @@ def test_tables_merge_through_a_chain_of_files(tmp_path: Path) -> None:
     assert scenario.world.config.max_retries == 1
     assert scenario.world.config.llm_provider == default.world.config.llm_provider
     assert scenario.timing["check"] == Delay(uniform=(5.0, 6.0))
-    assert scenario.timing["download_step"] == default.timing["download_step"]
+    assert "download_step" not in scenario.timing  # update's chart gives its default
     assert "middle.toml" in scenario.extends
 
 
@@ -221,9 +221,7 @@ def test_impossible_value_names_table_and_reason(tmp_path: Path) -> None:
 
 
 def test_bad_failure_names_its_index(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "bad.toml", '[[failures]]\npoint = "check"\n[[failures]]\npoint = "x"\n'
-    )
+    path = write(tmp_path / "bad.toml", '[[failures]]\npoint = "check"\n[[failures]]\npoint = 7\n')
     text = refusal(path)
     assert "failures[1].point" in text
 

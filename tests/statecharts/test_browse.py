@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 import msgspec
 import pytest
 
-from simulator.core.driver import Flags
 from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.core.session import Outcome, Session
 from simulator.hosts.effects import EffectHost
@@ -31,6 +30,7 @@ from simulator.scenario.failures import Failure
 from simulator.scenario.world import WikiVersion
 from statecharts import load_chart
 from statecharts.browse import DEFAULT_SERVER_ERROR, WikiSite
+from statecharts.browse import BrowseFlags as Flags
 
 
 class Event(msgspec.Struct):

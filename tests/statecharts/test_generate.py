@@ -8,7 +8,7 @@ The reference is seeds/004 (the generate tables) and FIDELITY sections 1-3 and 5
 from __future__ import annotations
 
 import datetime as dt
-import io
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,11 +17,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.cli import main
-from simulator.core.driver import Flags
 from simulator.core.session import Session
-from simulator.scenario import Scenario, ScenarioError, load_scenario, wiki
+from simulator.scenario import Scenario, load_scenario, wiki
 from statecharts import load_chart
+from statecharts.generate import GenerateFlags as Flags
 
 KEYS = ["vm", "waiting_for", "done", "error"]
 VM_KEYS = ["state", "max_retries", "select_action", "catalog", "pages", "done_total", "error"]
@@ -1685,37 +1684,29 @@ def test_broken_repository_ends_in_error(tmp_path: Path) -> None:
 # -- the delays a run needs ----------------------------------------------------------------
 
 
-def test_the_chart_needs_every_delay_a_run_draws() -> None:
-    assert load_chart("generate").delays == {"catalog_step", "page", "page_retry"}
+def test_the_chart_gives_every_delay_a_run_draws_a_default() -> None:
+    assert set(load_chart("generate").timing) == {"catalog_step", "page", "page_retry"}
 
 
-@pytest.mark.parametrize("delay", ["page", "page_retry"])
-def test_a_scenario_without_a_page_delay_is_refused_before_the_run(
-    tmp_path: Path, delay: str
-) -> None:
-    # [timing] merges key by key with the scenario extended: a TOML cannot drop a delay
-    # of default's, so the delay is taken out of the loaded scenario.
-    loaded = scenario_file(tmp_path, 'extends = "default"\n[timing]\npage = { fixed = 0.5 }\n')
-    timing = {name: value for name, value in loaded.timing.items() if name != delay}
-    scenario = msgspec.structs.replace(loaded, timing=timing)
-    with pytest.raises(ScenarioError, match=f"scenario custom has no timing for {delay}$"):
-        Session(load_chart("generate"), scenario, flags=Flags(yes=True))
-
-
-def test_the_process_refuses_a_scenario_without_the_page_delay(tmp_path: Path) -> None:
-    path = tmp_path / "alone.toml"
-    path.write_text(
-        'extends = ""\n[timing]\ncatalog_step = { fixed = 0.1 }\npage_retry = { fixed = 0.0 }\n',
-        encoding="utf-8",
-    )
-    (tmp_path / "stdin").write_bytes(b"")
-    err = io.StringIO()
-    argv = ["generate", "--stdio", "-y", "--speed", "0", "--scenario", str(path)]
-    with (tmp_path / "stdin").open("rb") as fin, (tmp_path / "stdout").open("wb") as fout:
-        code = main(argv, stdin=fin, stdout=fout, stderr=err, environ={})
-    assert code == 2  # the user's setup, before anything is written: not a crash mid-run
-    assert (tmp_path / "stdout").read_bytes() == b""
-    assert err.getvalue() == "zread-sim: scenario alone has no timing for page\n"
+def test_a_scenario_without_a_delay_runs_on_the_charts_default(tmp_path: Path) -> None:
+    """A scenario that stands alone (``extends = ""``) and names only some delays: the
+    others are the chart's defaults, the named one its own."""
+    alone = scenario_file(tmp_path, 'extends = ""\n[timing]\npage = { fixed = 7.0 }\n')
+    assert set(alone.timing) == {"page"}
+    chart = load_chart("generate")
+    scenario = msgspec.structs.replace(alone, timing={"page": alone.timing["page"]})
+    session = Session(chart, scenario, flags=Flags(yes=True), seed=2)
+    session.start()
+    deadlines = []
+    while not session.done and len(deadlines) < 400:
+        deadline = session.next_deadline()
+        assert deadline is not None
+        deadlines.append(deadline)
+        session.advance(deadline)
+    low, high = chart.timing["catalog_step"].uniform or (0.0, 0.0)
+    assert low <= deadlines[0] <= high  # the catalog's first step: the chart's default
+    gaps = {round(b - a, 9) for a, b in itertools.combinations(deadlines, 2)}
+    assert 7.0 in gaps  # one round of pages to the next: the scenario's own page delay
 
 
 # -- the task list re-encodes only what changed --------------------------------------------

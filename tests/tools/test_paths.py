@@ -1,76 +1,31 @@
-"""Tests for simulator.tools.paths: the cases take every transition, replay, and run."""
+"""Tests for simulator.tools.paths: the cases of a command by name, written as JSON
+lines or as a pytest module that passes against the simulator, and the command line.
+
+What the cases are, and how they are found, is tested with the search
+(``tests/tools/test_paths_search.py``)."""
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import pytest
 
-from simulator.tools.paths import Case, Step, main, paths, pytest_module, replay
-from statecharts import COMMANDS, load_chart
+from simulator.tools.paths import Case, PathsError, main, paths, pytest_module
+from statecharts import COMMANDS
+from tests.tools.pathcases import cases_of
 
 pytest_plugins = ["pytester"]
 
 
-@functools.cache
-def cases_of(command: str) -> tuple[Case, ...]:
-    cases, left = paths(command)
-    assert left == [], f"{command}: no case takes {left}"
-    return tuple(cases)
+def test_paths_by_name_are_the_cases_the_search_finds() -> None:
+    found, left = paths("config")
+    assert (found, left) == (list(cases_of("config")), [])
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_the_cases_replayed_take_every_transition_of_the_chart(command: str) -> None:
-    every = {t.key for t in load_chart(command).transitions}
-    taken: set[str] = set()
-    for case in cases_of(command):
-        sim = replay(case)
-        reached = sim.session.reached.transitions
-        assert reached == case.transitions, case.name  # what it says it takes, exactly
-        taken |= reached
-    assert taken == every
-
-
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_the_cases_are_few_shortest_first_and_each_adds_something(command: str) -> None:
-    cases = cases_of(command)
-    assert [(c.events, len(c.steps)) for c in cases] == sorted(
-        (c.events, len(c.steps)) for c in cases
-    )
-    assert [c.name for c in cases] == [f"{command}-{i}" for i in range(1, len(cases) + 1)]
-    for index, case in enumerate(cases):
-        others = set().union(*(c.transitions for j, c in enumerate(cases) if j != index))
-        assert case.transitions - others, f"{case.name} takes nothing the others do not"
-
-
-def test_the_cases_are_the_same_every_time() -> None:
-    again, _ = paths("generate")
-    assert [c.as_json() for c in again] == [c.as_json() for c in cases_of("generate")]
-
-
-def test_a_case_survives_json() -> None:
-    for case in cases_of("login"):
-        assert Case.from_json(json.loads(json.dumps(case.as_json()))) == case
-
-
-def test_login_s_peer_cases_answer_the_approval() -> None:
-    peer_cases = [c for c in cases_of("login") if c.peer]
-    answers = {s.approve for c in peer_cases for s in c.steps if s.approve is not None}
-    assert answers == {True, False}
-    taken = set().union(*(c.transitions for c in peer_cases))
-    assert "_answered waiting->select_model [peer_approved]" in taken
-    assert "_answered waiting->error" in taken
-
-
-def test_a_step_whose_event_is_not_the_expected_one_fails_the_replay() -> None:
-    case = next(c for c in cases_of("generate") if c.steps)
-    first = case.steps[0]
-    wrong = Step(first.after_event, {**first.expect, "waiting_for": ["nothing"]}, first.send)
-    broken = Case.from_json({**case.as_json(), "steps": [wrong.as_json()]})
-    with pytest.raises(AssertionError, match="event 1 is"):
-        replay(broken)
+def test_paths_of_an_unknown_command_is_the_user_s_mistake() -> None:
+    with pytest.raises(PathsError, match="unknown command 'nope' \\(one of browse, generate"):
+        paths("nope")
 
 
 def test_the_pytest_module_passes_against_the_simulator(pytester: pytest.Pytester) -> None:

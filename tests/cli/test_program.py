@@ -18,17 +18,24 @@ from typing import Any
 
 import pytest
 
+import statecharts
+from simulator import launch
 from simulator.cli import main
-from simulator.core.driver import Flags
-from simulator.launch import flags_of
 from simulator.scenario import builtin_names
+from statecharts.browse import BrowseFlags
+from statecharts.generate import GenerateFlags
 
-COMMANDS = ["browse", "generate", "config", "login", "update", "version"]
+COMMANDS = list(statecharts.COMMANDS)
 GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}[sys.platform]
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[
     platform.machine().lower()
 ]
 QUIT = b'{"type":"quit"}\n'
+
+
+def flags_of(args: Any) -> Any:
+    """The zread flags of arguments the command line parsed."""
+    return launch.flags_of(args.command, args)
 
 
 class Result:
@@ -309,7 +316,7 @@ def test_the_name_comes_from_argv0(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 @pytest.fixture
 def parsed(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Parse as main does, stopping where the run would start: returns the namespace."""
-    import simulator.cli
+    import simulator.cli.session
 
     seen: list[Any] = []
 
@@ -317,7 +324,7 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> Any:
         seen.append(args)
         return 0
 
-    monkeypatch.setattr(simulator.cli, "_run", fake_run)
+    monkeypatch.setattr(simulator.cli.session, "run", fake_run)
 
     def parse(
         argv: list[str], environ: Mapping[str, str] | None = None, prog: str = "zread"
@@ -342,14 +349,15 @@ def test_the_simulator_options_are_taken_under_both_names(parsed: Any, name: str
         "stdio",
         True,
     )
-    assert flags_of(args) == Flags(yes=True)
+    assert flags_of(args) == GenerateFlags(yes=True)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_version_stdio_is_parsed_as_its_parser_parses_it(name: str) -> None:
     """``version --stdio`` skips building its parser: what it gets is what that parser
     returns for it, every option there with the same value."""
-    from simulator.cli import _parsed_arguments, _topic_parser
+    from simulator.cli.parsers import parsed_arguments as _parsed_arguments
+    from simulator.cli.parsers import topic_parser as _topic_parser
 
     argv = ["version", "--stdio"]
     expected = vars(_topic_parser("version", name).parse_args(argv[1:]))
@@ -385,15 +393,15 @@ def test_a_bad_files_variable_exits_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize("action", ["resume", "clear", "cancel"])
 def test_draft_and_its_alias_answer_the_draft_prompt(parsed: Any, flag: str, action: str) -> None:
     args = parsed(["generate", "-y", flag, action, "--stdio", "--skip-failed"])
-    assert flags_of(args) == Flags(yes=True, draft_action=action, skip_failed=True)
+    assert flags_of(args) == GenerateFlags(yes=True, draft_action=action, skip_failed=True)
     assert flags_of(parsed(["generate", f"{flag}={action}", "--stdio"])).draft_action == action
 
 
 def test_browse_takes_host_port_version_and_generate(parsed: Any) -> None:
-    assert flags_of(parsed(["browse", "--stdio"])) == Flags(host="127.0.0.1", port=9681)
+    assert flags_of(parsed(["browse", "--stdio"])) == BrowseFlags(host="127.0.0.1", port=9681)
     argv = ["browse", "--stdio", "--host", "localhost", "--port", "0", "--version", "v1"]
     args = parsed([*argv, "--generate"])
-    assert flags_of(args) == Flags(host="localhost", port=0, version="v1")
+    assert flags_of(args) == BrowseFlags(host="localhost", port=0, version="v1", generate=True)
     for host in ("::1", "127.0.0.2", "LOCALHOST", "127.255.0.1"):
         assert flags_of(parsed(["browse", "--stdio", "--host", host])).host == host
     assert flags_of(parsed(["browse", "--stdio", "--port", "65535"])).port == 65535

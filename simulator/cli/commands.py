@@ -1,0 +1,206 @@
+"""``zread-sim``'s own commands: a table, each command with its help beside what it does.
+
+Owns: :data:`SUBCOMMANDS`, every command ``zread-sim`` has and ``zread`` does not, as a
+:class:`Subcommand`: its summary (the line ``zread-sim --help`` lists), and either what
+it does here (``scenarios``, ``install``, ``journal``: its help text, usage, arguments
+and run function) or the tool module whose ``main(argv)`` runs it and prints its own
+help (``load``, ``record``, ``check``, ``coverage``, ``paths``, ``charts``,
+``schema``). zread's own commands are not here: each is its module under
+``statecharts/`` (``SUMMARY``, ``HELP``, its flags).
+
+Must not: parse the command line or catch errors; ``simulator.cli.program`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+from collections.abc import Callable
+from typing import BinaryIO
+
+from simulator.cli.options import UsageError, baked
+
+
+class Subcommand:
+    """One of ``zread-sim``'s own commands (a plain class: ``dataclasses`` would cost
+    every start-up its import).
+
+    ``help``: what its help says before the usage (a tool's help is its module's own);
+    ``usage``: its usage after the program's name, where it takes more than flags;
+    ``arguments`` adds its arguments to its parser, ``run`` does it; ``tool``: the
+    module whose ``main(argv)`` runs it instead, given the words after its name (with
+    its name too when ``with_name``: ``record`` and ``check`` share one);
+    ``bakes_options``: it takes the simulator options (``install`` writes them into a
+    script).
+    """
+
+    __slots__ = (
+        "arguments",
+        "bakes_options",
+        "help",
+        "run",
+        "summary",
+        "tool",
+        "usage",
+        "with_name",
+    )
+
+    def __init__(
+        self,
+        summary: str,
+        *,
+        help: str = "",
+        usage: str = "",
+        arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+        run: Callable[[argparse.Namespace, BinaryIO], int] | None = None,
+        tool: str = "",
+        with_name: bool = False,
+        bakes_options: bool = False,
+    ) -> None:
+        self.summary, self.help, self.usage = summary, help, usage
+        self.arguments, self.run = arguments, run
+        self.tool, self.with_name, self.bakes_options = tool, with_name, bakes_options
+
+
+def run_tool(command: str, argv: list[str]) -> int:
+    """Run the tool behind ``command`` with ``argv`` (the words after its name)."""
+    spec = SUBCOMMANDS[command]
+    main: Callable[[list[str]], int] = importlib.import_module(spec.tool).main
+    return int(main([command, *argv] if spec.with_name else argv))
+
+
+def tool_help(command: str) -> str:
+    """What ``zread-sim <command> --help`` prints for a tool: its parser's own help."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
+        run_tool(command, ["--help"])
+    return text.getvalue()
+
+
+# -- scenarios ------------------------------------------------------------------------------
+
+
+def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+    parser.add_argument("name", nargs="?", help="the scenario to show as TOML")
+
+
+def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
+    from simulator.scenario import builtin_names, builtin_text, load_scenario
+
+    if args.action == "show":
+        if not args.name:
+            raise UsageError("scenarios show: name a scenario")
+        out.write(builtin_text(args.name).encode("utf-8"))
+    else:
+        names = builtin_names()
+        width = max(map(len, names))
+        for name in names:
+            out.write(f"{name:<{width}}  {load_scenario(name).description}\n".encode())
+    out.flush()
+    return 0
+
+
+# -- install --------------------------------------------------------------------------------
+
+
+def _install(args: argparse.Namespace, out: BinaryIO) -> int:
+    from pathlib import Path
+
+    from simulator.hosts.executable import write_zread_executable
+
+    variables = baked(args)
+    folder = Path(args.dir).absolute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        script = write_zread_executable(folder, variables)
+    except OSError as error:
+        raise UsageError(f"install: {folder}: {error.strerror or error}") from None
+    out.write(f"{script}\n".encode())
+    out.flush()
+    return 0
+
+
+# -- journal --------------------------------------------------------------------------------
+
+
+def _journal(args: argparse.Namespace, out: BinaryIO) -> int:
+    from simulator.tools.journal import report
+
+    return report(args.file, out)
+
+
+def _one(name: str, help: str) -> Callable[[argparse.ArgumentParser], None]:
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(name, help=help)
+
+    return arguments
+
+
+def _tool(summary: str, module: str, *, with_name: bool = False) -> Subcommand:
+    return Subcommand(summary, tool=module, with_name=with_name)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "install": Subcommand(
+        "Write a zread executable with simulator options baked in",
+        help="Write an executable DIR/zread that runs this simulator with the options given\n"
+        "here baked in as defaults: a ZREAD_SIM_* variable set when it runs overrides a baked\n"
+        "option, and a flag on its command line overrides both. It needs no variable, so a\n"
+        "client that strips its child's environment is steered anyway.",
+        usage="install DIR",
+        arguments=_one("dir", "the folder to write zread in"),
+        run=_install,
+        bakes_options=True,
+    ),
+    "journal": Subcommand(
+        "Print a --journal file; exit 1 when it holds the client's mistakes",
+        help="Print a file written by --journal (ZREAD_SIM_JOURNAL), one line per entry,\n"
+        "grouped per process, and each mistake of the client: a line out of turn, bad JSON\n"
+        "or params, an internal (_) command, anything after done, a client gone before it\n"
+        "read done, a process ended by a signal instead of quit. Exits 1 when there is one,\n"
+        "0 when there is none, 2 when the file cannot be read.",
+        usage="journal FILE",
+        arguments=_one("file", "the journal to read"),
+        run=_journal,
+    ),
+    "load": _tool(
+        "Run many sessions at once and measure (see: load --help)", "simulator.tools.load"
+    ),
+    "record": _tool(
+        "Record a zread run into a cassette, checking both sides (see: record --help)",
+        "simulator.tools.record",
+        with_name=True,
+    ),
+    "check": _tool(
+        "Check a cassette against the charts (see: check --help)",
+        "simulator.tools.record",
+        with_name=True,
+    ),
+    "coverage": _tool(
+        "Which states, transitions and gates journaled runs reached (see: coverage --help)",
+        "simulator.tools.coverage",
+    ),
+    "paths": _tool(
+        "Test cases that together take every transition of a chart (see: paths --help)",
+        "simulator.tools.paths",
+    ),
+    "charts": _tool(
+        "Draw a chart as a mermaid or Graphviz diagram (see: charts --help)",
+        "simulator.tools.charts",
+    ),
+    "schema": _tool(
+        "Print the JSON Schema of events, commands or scenarios (see: schema --help)",
+        "simulator.tools.schema",
+    ),
+    "scenarios": Subcommand(
+        "List the built-in scenarios, or show one",
+        help="List the built-in scenarios, or show one as TOML.",
+        usage="scenarios [list|show NAME]",
+        arguments=_scenario_arguments,
+        run=_scenarios,
+    ),
+}
+"""``zread-sim``'s own commands, which ``zread`` does not have, in help order."""
