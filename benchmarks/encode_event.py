@@ -28,12 +28,12 @@ import statistics
 import time
 from typing import get_args
 
-from simulator.core.envelope import encode_event
+from simulator.core.eventbytes import encode_event
 
 try:
-    from simulator.core.envelope import vm_pieces as encode_vm
+    from simulator.core.eventbytes import vm_pieces as encode_vm
 except ImportError:  # a tree from before it (--against by PYTHONPATH)
-    from simulator.core.envelope import encode_vm  # type: ignore[assignment]
+    from simulator.core.eventbytes import encode_vm  # type: ignore[assignment]
 from statecharts.generate import (
     Catalog,
     GenerateVM,

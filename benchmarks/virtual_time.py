@@ -22,7 +22,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from simulator.core.chart import Chart
+from simulator.core.chart_specs import Chart
 from simulator.core.driver import Flags
 from simulator.core.session import Session
 from simulator.launch import parse_flags

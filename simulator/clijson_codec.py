@@ -29,8 +29,6 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Final, NoReturn
 
-__all__ = ["ClijsonError", "PayloadEncodeError", "decode", "marshal"]
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _GO_E_EXPONENT_LO, _GO_E_EXPONENT_HI = 1e-6, 1e21

@@ -23,14 +23,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = [
-    "ConfigurationError",
-    "MisuseError",
-    "ProtocolError",
-    "SimulatorBug",
-    "SimulatorError",
-]
-
 
 class SimulatorError(Exception):
     """The root of the simulator's errors; ``exit_code`` is what the command line

@@ -29,16 +29,6 @@ if TYPE_CHECKING:
     from simulator.hosts.effects import Store
     from simulator.scenario import Scenario
 
-__all__ = [
-    "FlagError",
-    "add_zread_flags",
-    "build_session",
-    "flags_of",
-    "integer",
-    "number",
-    "parse_flags",
-]
-
 
 def integer(text: str) -> int:
     """``text`` as an integer of any size (a seed)."""

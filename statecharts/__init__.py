@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import types
 
-    from simulator.core.chart import Chart
+    from simulator.core.chart_specs import Chart
 
 __all__ = ["COMMANDS", "command_module", "failure_points", "load_chart"]
 

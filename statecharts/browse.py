@@ -28,19 +28,11 @@ import msgspec
 from simulator.core.command import Answer, Examples, Flag
 from simulator.core.driver import Driver, Flags, InvalidParams
 from simulator.core.effects import ServerStarted, StartServer, StopServer
-from simulator.scenario import wiki
+from simulator.scenario import wiki, wikiwords
 
 if TYPE_CHECKING:
     from transitions import EventData
 
-__all__ = [
-    "BrowseFlags",
-    "BrowseModel",
-    "BrowseVM",
-    "SelectVersionParams",
-    "VersionEntry",
-    "WikiSite",
-]
 
 SUMMARY = "Browse the generated wiki in a local web server"
 HELP = """Browse the generated wiki in a local web server.
@@ -180,7 +172,7 @@ class WikiSite:
         version: str,
         timestamp: str,
         catalog: tuple[wiki.Page, ...],
-        language: wiki.Language,
+        language: wikiwords.Language,
         seed: int,
         version_index: int,
         current: bool = False,
@@ -189,7 +181,7 @@ class WikiSite:
         self.version = version
         self.timestamp = timestamp
         self.catalog = catalog
-        self.language: wiki.Language = language
+        self.language: wikiwords.Language = language
         self.seed = seed
         self.version_index = version_index
         self.current = current
@@ -314,7 +306,7 @@ class BrowseModel(Driver):
             version=version.id,
             timestamp=version.timestamp,
             catalog=wiki.world_catalog(world, self.rt.seed),
-            language=wiki.wiki_language(world.config.language),
+            language=wikiwords.wiki_language(world.config.language),
             seed=self.rt.seed,
             version_index=self._chosen,
             current=version.is_current,

@@ -21,7 +21,6 @@ from simulator.core.effects import SaveConfig
 if TYPE_CHECKING:
     from transitions import EventData
 
-__all__ = ["FIELDS", "ConfigModel", "ConfigVM", "Field", "UpdateFields"]
 
 SUMMARY = "Edit zread's configuration"
 HELP = """Edit zread's configuration: languages, concurrency and the LLM provider,

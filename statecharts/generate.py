@@ -48,25 +48,11 @@ from simulator.core.command import Answer, Examples, Flag
 from simulator.core.driver import Driver, Flags, InvalidParams, Runtime
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.core.spliced import SplicedList
-from simulator.scenario import wiki
+from simulator.scenario import wiki, wikiwords
 
 if TYPE_CHECKING:
     from transitions import EventData
 
-__all__ = [
-    "ACTIONS",
-    "TOOLS",
-    "Catalog",
-    "CatalogStatus",
-    "GenerateFlags",
-    "GenerateModel",
-    "GenerateVM",
-    "Pages",
-    "SelectAction",
-    "Task",
-    "TaskList",
-    "TaskState",
-]
 
 SUMMARY = "Generate wiki documentation for the current repository"
 HELP = """Generate wiki documentation for the current repository.
@@ -242,7 +228,7 @@ class GenerateModel(Driver):
         self.max_concurrent: int = world.config.max_concurrent
         self.max_retries: int = world.config.max_retries
         self.vm.max_retries = self.max_retries
-        self.language = wiki.wiki_language(world.config.language)
+        self.language = wikiwords.wiki_language(world.config.language)
         self._pages: tuple[wiki.Page, ...] | None = None  # drawn when first needed
         draft = world.draft
         ignored = draft is not None and self.flags.yes and not self.flags.draft_action

@@ -25,7 +25,6 @@ from simulator.core.effects import AskApproval, CancelApproval, SaveLogin
 if TYPE_CHECKING:
     from transitions import EventData
 
-__all__ = ["OWN_KEY", "LoginFlags", "LoginModel", "LoginVM", "ModelParams", "RegionParams"]
 
 SUMMARY = "Login flow: sign in and choose a model"
 HELP = """Login flow: sign in to Zread in the browser, then choose a model.

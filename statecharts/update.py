@@ -18,13 +18,12 @@ import msgspec
 
 from simulator.core.command import Answer, Examples
 from simulator.core.driver import Driver
-from simulator.core.envelope import go_float
+from simulator.core.eventbytes import go_float
 from statecharts.version import go_arch, go_os
 
 if TYPE_CHECKING:
     from transitions import EventData
 
-__all__ = ["UpdateModel", "UpdateVM", "is_newer"]
 
 SUMMARY = "Update Zread to the latest version"
 HELP = "Update Zread to the latest version."

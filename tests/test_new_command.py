@@ -241,13 +241,13 @@ def test_bad_params_are_refused_by_the_session_as_for_any_command() -> None:
 
 
 def test_paths_takes_every_transition_and_its_cases_replay() -> None:
-    from simulator.tools import paths
+    from simulator.tools import paths, paths_search
 
     cases, untaken = paths.paths("greet")
     assert untaken == []
     assert {case.scenario for case in cases} >= {"wave-fails"}  # its own example scenario
     for case in cases:
-        paths.replay(case)
+        paths_search.replay(case)
 
 
 def test_charts_draws_it() -> None:

@@ -270,7 +270,7 @@ def test_the_walk_sees_both_packages_and_their_imports() -> None:
         modules
     )
     graph = import_graph(modules)
-    assert "simulator.core.chart" in graph["simulator.core.session"]
+    assert "simulator.core.chart_specs" in graph["simulator.core.session"]
     assert "simulator.launch" in graph["simulator.cli.parsers"]
 
 

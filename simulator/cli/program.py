@@ -35,8 +35,6 @@ from simulator.cobra import command_lines, flag_usages, help_page
 from simulator.errors import ConfigurationError
 from statecharts import COMMANDS, command_module
 
-__all__ = ["ExitCode", "main"]
-
 PROG = "zread-sim"
 ZREAD = "zread"
 

@@ -70,27 +70,12 @@ from typing import Any
 
 from transitions import Machine
 
-from simulator.core.chart_check import ChartError, check_chart
+from simulator.core.chart_check import check_chart
 from simulator.core.chart_specs import (
-    WORLD_DELAY,
     Chart,
-    CommandSpec,
-    StateSpec,
-    TimerSpec,
     TransitionSpec,
 )
 from simulator.core.machine import ChartMachine
-
-__all__ = [
-    "WORLD_DELAY",
-    "Chart",
-    "ChartError",
-    "CommandSpec",
-    "StateSpec",
-    "TimerSpec",
-    "TransitionSpec",
-    "compile_chart",
-]
 
 
 def compile_chart(module: types.ModuleType, *, machine_cls: type[Machine] = ChartMachine) -> Chart:

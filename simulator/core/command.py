@@ -22,8 +22,6 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["Answer", "Examples", "Flag", "FlagField", "flag_fields"]
-
 Answer = tuple[str, dict[str, Any]] | None
 """What a command module's ``answer(waiting, vm, memory)`` returns: the command a
 sensible client sends now (its type and params), or None when its gates ask for

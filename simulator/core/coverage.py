@@ -26,8 +26,6 @@ from collections.abc import Iterable
 
 import msgspec
 
-__all__ = ["Reached", "merge"]
-
 
 class Reached(msgspec.Struct, frozen=True):
     """What was reached of the chart of ``command``; empty sets where nothing was."""

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from simulator.scenario import Scenario
     from simulator.scenario.failures import Failure
 
-__all__ = ["Driver", "Flags", "InvalidParams", "Runtime"]
-
 
 class InvalidParams(ProtocolError):
     """Raised by a command check: the params are well-formed but name nothing valid."""

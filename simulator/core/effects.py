@@ -13,21 +13,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = [
-    "PERSISTED",
-    "AskApproval",
-    "CancelApproval",
-    "CatalogReady",
-    "DraftLeft",
-    "PageWritten",
-    "SaveConfig",
-    "SaveLogin",
-    "ServerStarted",
-    "StartServer",
-    "StopServer",
-    "WikiGenerated",
-]
-
 
 class SaveConfig(msgspec.Struct, frozen=True):
     """Persist these config values (``zread config`` saved).

@@ -18,8 +18,6 @@ import msgspec
 
 from simulator.core.secrets import redact_line
 
-__all__ = ["JournalEntry"]
-
 
 class JournalEntry(msgspec.Struct, frozen=True):
     """One line the client sent, and what the session expected when it arrived.

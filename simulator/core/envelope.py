@@ -22,38 +22,11 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from simulator.core.eventbytes import (
-    encode_event,
-    encode_part,
-    encode_parts,
     encode_vm,
-    go_float,
-    vm_pieces,
 )
-from simulator.core.godecode import (
-    NOT_QUICK,
-    PLANS,
-    command_keys_exact,
-    command_members,
-    normalise,
-    plan_of,
-)
+from simulator.core.goassign import normalise
+from simulator.core.godecode import NOT_QUICK, PLANS, command_keys_exact, command_members, plan_of
 from simulator.errors import ProtocolError
-
-__all__ = [
-    "JSON_WHITESPACE",
-    "MAX_LINE_BYTES",
-    "Command",
-    "RejectedLine",
-    "decode_command",
-    "decode_params",
-    "encode_event",
-    "encode_part",
-    "encode_parts",
-    "encode_vm",
-    "go_float",
-    "not_allowed",
-    "vm_pieces",
-]
 
 MAX_LINE_BYTES: Final = 1 << 20
 """The longest command line accepted (FIDELITY section 3)."""

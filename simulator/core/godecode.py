@@ -22,31 +22,13 @@ from typing import Any, Final
 import msgspec
 
 from simulator.core.goassign import (
-    MISSING,
-    Plan,
     StructPlan,
-    fold,
     holds_struct,
     json_nodes,
     match,
     merges,
-    normalise,
     plan_for,
 )
-
-__all__ = [
-    "MISSING",
-    "NOT_QUICK",
-    "PLANS",
-    "Plan",
-    "TypePlan",
-    "command_keys_exact",
-    "command_members",
-    "fold",
-    "normalise",
-    "plan_of",
-    "spelled_exactly",
-]
 
 COMMAND_FIELDS: Final = ("type", "params")
 _WS: Final = re.compile(r"[ \t\n\r]*")

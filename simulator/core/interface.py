@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from simulator.core.transcript import Transcript
     from simulator.scenario.failures import Failure
 
-__all__ = ["SessionError", "SessionLike"]
-
 
 class SessionError(MisuseError):
     """The session was used out of order or given a bad value (a caller's bug, not the

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from simulator.core.envelope import MAX_LINE_BYTES
 
-__all__ = ["LineBuffer"]
-
 _LONGEST = MAX_LINE_BYTES + 1
 """The longest line kept whole: the limit, and a ``\\r`` that may come before the newline."""
 

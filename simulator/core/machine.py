@@ -46,8 +46,6 @@ from typing import Any
 
 from transitions import Event, EventData, Machine, State, Transition
 
-__all__ = ["ChartMachine"]
-
 
 def _call_all(funcs: list[Any], event_data: EventData) -> None:
     model = event_data.model

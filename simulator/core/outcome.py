@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["Outcome"]
-
 
 class Outcome(list[bytes]):
     """What one session call produced, as data: its event lines in order (the list

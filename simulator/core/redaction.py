@@ -14,9 +14,8 @@ import functools
 import re
 from collections.abc import Iterable
 
-from simulator.core.secrets import REDACTED, Secrets
-
-__all__ = ["Redactor", "redact_url_tokens"]
+from simulator.core.keynames import REDACTED
+from simulator.core.secrets import Secrets
 
 
 @functools.cache

@@ -43,8 +43,6 @@ from simulator.core.secrets import Secrets, redact_line
 from simulator.core.session import BaseSession
 from simulator.core.timers import Timer
 
-__all__ = ["DIVERGED", "ReplaySession"]
-
 DIVERGED: Final = "replay diverged: expected {expected}"
 """The ``error`` of the event that answers a line the cassette did not expect."""
 

@@ -18,17 +18,16 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from simulator.core.chart import WORLD_DELAY, ChartError
+from simulator.core.chart_check import ChartError
+from simulator.core.chart_specs import WORLD_DELAY
 from simulator.scenario.failures import FailurePlan
 
 if TYPE_CHECKING:
-    from simulator.core.chart import Chart
+    from simulator.core.chart_specs import Chart
     from simulator.core.driver import Flags
     from simulator.core.timers import Timers
     from simulator.scenario import Scenario
     from simulator.scenario.failures import Failure
-
-__all__ = ["ChartRuntime"]
 
 
 class ChartRuntime:

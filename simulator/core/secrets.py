@@ -50,7 +50,7 @@ from typing import Any, Final
 
 import msgspec
 
-from simulator.core.envelope import encode_vm
+from simulator.core.eventbytes import encode_vm
 from simulator.core.keynames import (
     FIELD_KEYS,
     MARKS_TEXT,
@@ -64,8 +64,6 @@ from simulator.core.keynames import (
     named_values,
 )
 from simulator.core.spellings import levels, spelled, unescape
-
-__all__ = ["MAX_LEARNED", "MIN_LENGTH", "REDACTED", "Secrets", "redact", "redact_line"]
 
 MIN_LENGTH: Final = 4
 """The shortest value looked for in free text (see the module docstring)."""

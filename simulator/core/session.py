@@ -40,17 +40,15 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from simulator.core.driver import Flags, InvalidParams
-from simulator.core.entries import JournalEntry
 from simulator.core.envelope import (
     JSON_WHITESPACE,
     MAX_LINE_BYTES,
     RejectedLine,
     decode_command,
     decode_params,
-    encode_event,
     not_allowed,
-    vm_pieces,
 )
+from simulator.core.eventbytes import encode_event, vm_pieces
 from simulator.core.interface import SessionError
 from simulator.core.outcome import Outcome
 from simulator.core.runtime import ChartRuntime
@@ -59,12 +57,11 @@ from simulator.core.timers import Timer
 from simulator.core.view import SessionView
 
 if TYPE_CHECKING:
-    from simulator.core.chart import Chart, TransitionSpec
+    from simulator.core.chart_specs import Chart, TransitionSpec
     from simulator.core.coverage import Reached
     from simulator.scenario import Scenario
     from simulator.scenario.failures import Failure
 
-__all__ = ["BaseSession", "JournalEntry", "Outcome", "Session", "SessionError", "Timer"]
 
 _OVERSIZED: Final = f"invalid JSON: line exceeds {MAX_LINE_BYTES} bytes"
 

@@ -19,8 +19,6 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["flatten", "levels", "spelled", "spelling", "unescape"]
-
 _SHORT_ESCAPES: Final = {
     '"': '"',
     "\\": "\\",

@@ -15,9 +15,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from simulator.core.envelope import encode_part, encode_parts
-
-__all__ = ["SplicedList"]
+from simulator.core.eventbytes import encode_part, encode_parts
 
 S = TypeVar("S", bound=msgspec.Struct)
 

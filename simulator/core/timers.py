@@ -20,8 +20,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Timer", "Timers"]
-
 
 class Timer(msgspec.Struct, order=True):
     """A pending internal trigger."""

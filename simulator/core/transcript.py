@@ -28,14 +28,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final, Generic, Protocol, TypeVar
 
-__all__ = [
-    "FIRST_VIOLATIONS",
-    "KEPT_BYTES",
-    "RECENT_LINES",
-    "RECENT_VIOLATIONS",
-    "Transcript",
-]
-
 RECENT_LINES: Final = 1000
 """How many of the latest lines a session keeps whole (``Session.journal``)."""
 

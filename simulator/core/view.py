@@ -24,14 +24,12 @@ from typing import Any
 import msgspec
 
 from simulator.core.entries import JournalEntry
-from simulator.core.envelope import encode_event
+from simulator.core.eventbytes import encode_event
 from simulator.core.interface import SessionError
 from simulator.core.outcome import Outcome
 from simulator.core.secrets import Secrets, redact
 from simulator.core.timers import Timer, Timers
 from simulator.core.transcript import Transcript
-
-__all__ = ["SessionView"]
 
 
 class SessionView(ABC):

@@ -29,18 +29,6 @@ import msgspec
 
 from simulator.errors import ConfigurationError
 
-__all__ = [
-    "BOM",
-    "LIMITS",
-    "MAX_NESTING",
-    "FormatError",
-    "check_json_nesting",
-    "check_size",
-    "decode_json",
-    "explain",
-    "in_words",
-]
-
 T = TypeVar("T")
 
 BOM: Final = b"\xef\xbb\xbf"

@@ -27,23 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from simulator.formats.bounds import FormatError
-from simulator.formats.yamlv3 import DEFAULT_INDENT, MAX_ALIAS_NODES, dump, load
-
-__all__ = [
-    "CONFIG_KEYS",
-    "DEFAULT_INDENT",
-    "KEY_ORDER",
-    "MAX_ALIAS_NODES",
-    "ConfigFileError",
-    "apply_values",
-    "changed_values",
-    "config_values",
-    "default_config",
-    "encode_config",
-    "needs_quotes",
-    "read_config",
-    "update_config",
-]
+from simulator.formats.yamlv3 import dump, load
 
 KIND: Final = "config.yaml"
 """The file's name in messages and its key in :data:`~simulator.formats.bounds.LIMITS`."""

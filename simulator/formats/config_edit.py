@@ -54,7 +54,6 @@ from typing import Any
 from simulator.formats.bounds import BOM, MAX_NESTING, FormatError, check_size
 from simulator.formats.config import (
     CONFIG_KEYS,
-    DEFAULT_INDENT,
     KEY_ORDER,
     ConfigFileError,
     apply_values,
@@ -66,8 +65,7 @@ from simulator.formats.config import (
     update_config,
 )
 from simulator.formats.linemerge import merge
-
-__all__ = ["save_config"]
+from simulator.formats.yamlv3 import DEFAULT_INDENT
 
 
 def save_config(old: bytes | None, values: Mapping[str, str]) -> bytes:

@@ -19,8 +19,6 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["encode"]
-
 _GO_ESCAPES: Final = (
     (b"<", b"\\u003c"),
     (b">", b"\\u003e"),

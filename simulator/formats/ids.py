@@ -21,15 +21,6 @@ import functools
 from collections.abc import Callable, Container
 from typing import Final
 
-__all__ = [
-    "LEVELS",
-    "go_time",
-    "is_plain_name",
-    "next_version_id",
-    "slug",
-    "version_id",
-]
-
 LEVELS: Final = ("Beginner", "Intermediate", "Advanced")
 """The reading levels a wiki page may have (wiki.json's ``level``), by name."""
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-__all__ = ["encode_line"]
-
 
 def encode_line(when: dt.datetime, text: str) -> bytes:
     """One log line: ``<local time> zread-sim <text>\\n``."""

@@ -19,8 +19,6 @@ from simulator.formats import gojson
 from simulator.formats.bounds import decode_json
 from simulator.formats.ids import go_time
 
-__all__ = ["LoginRecord", "decode_login", "encode_login"]
-
 
 class LoginRecord(msgspec.Struct, kw_only=True):
     """What login.json says (the simulator's format; other keys are ignored on read)."""

@@ -26,23 +26,7 @@ import msgspec
 
 from simulator.formats import gojson
 from simulator.formats.bounds import BOM, FormatError, check_size, decode_json
-from simulator.formats.ids import LEVELS, is_plain_name
-
-__all__ = [
-    "CURRENT_PREFIX",
-    "LEVELS",
-    "WIKI_JSON",
-    "Level",
-    "PageEntry",
-    "WikiIndex",
-    "WikiPage",
-    "decode_current",
-    "decode_wiki",
-    "encode_current",
-    "encode_wiki",
-    "page_file",
-    "wiki_index",
-]
+from simulator.formats.ids import is_plain_name
 
 WIKI_JSON: Final = "wiki.json"
 CURRENT_PREFIX: Final = "versions/"

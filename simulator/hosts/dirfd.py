@@ -35,21 +35,6 @@ from collections.abc import Iterator
 
 from simulator.errors import ConfigurationError
 
-__all__ = [
-    "TEMP_SUFFIX",
-    "FilesError",
-    "LinkRefused",
-    "entries",
-    "flock",
-    "is_temp",
-    "open_dir",
-    "open_path",
-    "read_file",
-    "remove_tree",
-    "replace_file",
-    "try_flock",
-]
-
 TEMP_SUFFIX = ".tmp"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK

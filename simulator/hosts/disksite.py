@@ -22,8 +22,6 @@ from simulator.formats.bounds import LIMITS
 from simulator.formats.ids import is_plain_name
 from simulator.hosts import dirfd
 
-__all__ = ["WIKI_PATH", "DiskSite"]
-
 WIKI_PATH = (".zread", "wiki")
 """Where a project keeps zread's wiki, below the project."""
 

@@ -38,8 +38,6 @@ from simulator.formats.ids import next_version_id
 from simulator.hosts import dirfd
 from simulator.hosts.dirfd import FilesError
 
-__all__ = ["DRAFTS", "Run", "Wiki", "claim_name", "commit", "resume", "start"]
-
 DRAFTS = "drafts"
 _CLAIM = ".draft-"
 """``.draft-<id>`` claims a draft's id (and holds the draft when a live run owns

@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from simulator.scenario.world import World
 
-__all__ = ["EffectHost", "Store"]
-
 
 class Store(Protocol):
     """The world kept across commands, as a runner and a session's builder use it."""

@@ -29,8 +29,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["write_zread_executable"]
-
 
 def script_text(defaults: Mapping[str, str] | None = None) -> str:
     """The text of the ``zread`` script, with ``defaults`` (variable -> value) baked in."""

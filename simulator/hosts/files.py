@@ -55,7 +55,6 @@ from simulator.scenario.world import Draft, PageSpec, Project, WikiVersion, Worl
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
 
-__all__ = ["FileStore", "FilesError"]
 
 _VERSIONS_READ = 64 << 20
 """The most bytes of wiki.json read from all the versions together."""

@@ -54,20 +54,6 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 
-__all__ = [
-    "ALLOWED_METHODS",
-    "MAX_BODY",
-    "MAX_HEAD",
-    "MAX_HEADERS",
-    "REFUSALS_SHOWN",
-    "Answer",
-    "Exchange",
-    "Hosts",
-    "Outcome",
-    "Reply",
-    "response",
-]
-
 MAX_HEAD: Final = 32 << 10
 """The largest request line and headers, together, in bytes."""
 MAX_HEADERS: Final = 100

@@ -56,15 +56,6 @@ from simulator.hosts.httprequest import Exchange, Hosts, Outcome
 if TYPE_CHECKING:
     from simulator.hosts.httprequest import Answer
 
-__all__ = [
-    "LINGER",
-    "LINGER_BYTES",
-    "LISTEN_BACKLOG",
-    "MAX_CONNECTIONS",
-    "STOP_WAIT",
-    "HttpServer",
-    "connection_cap",
-]
 
 MAX_CONNECTIONS: Final = 1024
 """Connections open at once (at most half the soft ``RLIMIT_NOFILE``); the next wait."""

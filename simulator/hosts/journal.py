@@ -51,18 +51,6 @@ from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
 from simulator.errors import ConfigurationError
 
-__all__ = [
-    "HOWS",
-    "Cover",
-    "Event",
-    "Exit",
-    "JournalError",
-    "JournalWriter",
-    "Line",
-    "Record",
-    "Start",
-]
-
 
 class JournalError(ConfigurationError):
     """The journal file cannot be opened for appending; the message says why."""

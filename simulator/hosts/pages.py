@@ -20,7 +20,6 @@ from simulator.hosts import dirfd
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
 
-__all__ = ["Keyed", "page_bytes", "project_sources"]
 
 _SKIPPED_DIRS = frozenset({".git", ".zread", ".hg", ".svn", "node_modules", "__pycache__"})
 _MAX_SOURCES = 400

@@ -35,8 +35,6 @@ from simulator.formats.bounds import LIMITS, FormatError
 from simulator.hosts.dirfd import FilesError, flock, read_file, replace_file
 from simulator.scenario.world import Account, Settings, World
 
-__all__ = ["UserFiles"]
-
 _INTEGER_FIELDS = ("max_concurrent", "max_retries")
 _SECRET = 0o600
 

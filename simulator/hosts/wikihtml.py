@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
     from simulator.formats.wiki import WikiPage as SitePage
 
-__all__ = ["NOT_FOUND", "index_html", "page_html", "page_path", "render_markdown"]
-
 
 def page_path(slug: str) -> str:
     """The path a page is served at."""

@@ -47,24 +47,13 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 from simulator.core.effects import DEFAULT_HOST, DEFAULT_PORT
 from simulator.errors import ConfigurationError
 from simulator.formats.wiki import WikiPage
-from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, page_path, render_markdown
+from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, render_markdown
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from simulator.hosts.httpserver import HttpServer
 
-__all__ = [
-    "PORT_TRIES",
-    "REQUEST_TIMEOUT",
-    "ListenError",
-    "Site",
-    "SitePage",
-    "WikiServer",
-    "loopback",
-    "page_path",
-    "render_markdown",
-]
 
 PORT_TRIES: Final = 100
 """How many ports are tried, from the one asked for upward, before giving up."""

@@ -52,8 +52,6 @@ from simulator.runners.hooks import Live
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 
-__all__ = ["Peers", "connect", "install"]
-
 
 def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
     """A peer's :class:`~simulator.control.Conn` writing through ``write``, every frame

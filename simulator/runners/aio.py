@@ -29,9 +29,6 @@ from simulator.runners.hooks import Endpoint, Live, Observer, Observers, Peer
 from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
 
-__all__ = ["Channel", "Hub"]
-
-
 SLICE = 0.005
 """Seconds of due timers a hub fires in one turn of the loop; the rest wait behind what
 else is ready (a reader's input, a load test starting its sessions), so an overloaded

@@ -40,7 +40,6 @@ from simulator.runners.peers import SocketPeer
 if TYPE_CHECKING:
     from simulator.hosts.journal import JournalWriter
 
-__all__ = ["MAX_HELD", "ControlAddressError", "parse_address", "serve"]
 
 MAX_HELD = 256
 """Lines held behind a split event's pause past which stdin is not read (``_unheld``)."""

@@ -25,17 +25,6 @@ if TYPE_CHECKING:
     from simulator.core.outcome import Outcome
     from simulator.runners.output import OutputStage
 
-__all__ = [
-    "Endpoint",
-    "Live",
-    "Observer",
-    "Observers",
-    "Peer",
-    "carrier",
-    "carriers",
-    "observers",
-]
-
 
 class Live(Protocol):
     """What an observer or a peer may use of the live session that calls it."""

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from simulator.core.outcome import Outcome
     from simulator.hosts.journal import JournalWriter
 
-__all__ = ["Journaling"]
-
 
 class Journaling(Observer):
     """Journals one live session of ``session`` into ``writer``."""

@@ -46,8 +46,6 @@ from simulator.runners.hooks import Endpoint, Observer, Peer, carrier, carriers
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults
 
-__all__ = ["NOBODY_ANSWERS", "READ_SIZE", "SIGNALS", "LiveSession"]
-
 READ_SIZE = 1 << 16
 """How much of the client's stream a loop reads at a time."""
 

@@ -23,8 +23,6 @@ from simulator.scenario import faults
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
 
-__all__ = ["OutputStage"]
-
 
 class OutputStage:
     """Events in, actions out, for one session."""

@@ -40,8 +40,6 @@ from simulator.control import Conn, ControlClosed, Write
 from simulator.core.envelope import MAX_LINE_BYTES
 from simulator.core.lines import LineBuffer
 
-__all__ = ["MAX_HANDLING", "OUTBOX_HIGH", "OUTBOX_LOW", "READ_SIZE", "TOO_LONG", "SocketPeer"]
-
 OUTBOX_HIGH: Final = 256 * 1024
 """Bytes waiting unwritten to a peer past which its requests are no longer read."""
 

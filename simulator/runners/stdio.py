@@ -34,14 +34,6 @@ if TYPE_CHECKING:
     from simulator.hosts.journal import JournalWriter
     from simulator.scenario import Scenario
 
-__all__ = [
-    "ProcessEndpoint",
-    "ProcessRunner",
-    "point_at_devnull",
-    "write_all",
-    "write_line",
-]
-
 
 def write_all(fd: int, data: bytes) -> None:
     """Hand ``data`` to the OS, looping only if it takes part of it; BrokenPipeError or

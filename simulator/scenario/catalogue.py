@@ -26,14 +26,6 @@ from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay
 from simulator.scenario.world import World
 
-__all__ = [
-    "Scenario",
-    "ScenarioError",
-    "builtin_names",
-    "builtin_text",
-    "load_scenario",
-]
-
 DEFAULT = "default"
 
 

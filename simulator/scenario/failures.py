@@ -19,8 +19,6 @@ import random
 
 import msgspec
 
-__all__ = ["Failure", "FailurePlan"]
-
 
 class Failure(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     """One way the simulated world goes wrong."""

@@ -25,20 +25,6 @@ from typing import Literal
 
 import msgspec
 
-__all__ = [
-    "KINDS",
-    "Action",
-    "CloseStdout",
-    "Exit",
-    "Fault",
-    "FaultPlan",
-    "Hang",
-    "Pause",
-    "Stderr",
-    "StopReading",
-    "Write",
-]
-
 Kind = Literal[
     "diagnostic",
     "stderr",

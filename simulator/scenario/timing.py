@@ -15,8 +15,6 @@ import random
 
 import msgspec
 
-__all__ = ["Delay", "Lognormal"]
-
 
 class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A lognormal delay: half the draws fall below ``median``; none above ``max``."""

@@ -58,21 +58,6 @@ from simulator.scenario.world import PageSpec
 if TYPE_CHECKING:
     from simulator.scenario.world import World
 
-__all__ = [
-    "LANGUAGES",
-    "Language",
-    "Page",
-    "Version",
-    "catalog",
-    "page_body",
-    "page_markdown",
-    "slug",
-    "version_id",
-    "versions",
-    "wiki_language",
-    "world_catalog",
-]
-
 
 class Page(msgspec.Struct, frozen=True, gc=False):  # strings and ints: no cycles
     """One catalog entry: a page of the wiki, as wiki.json lists it.

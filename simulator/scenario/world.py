@@ -18,20 +18,6 @@ import msgspec
 
 from simulator.formats.ids import LEVELS, is_plain_name
 
-__all__ = [
-    "LEVELS",
-    "MAX_PAGES",
-    "Account",
-    "Draft",
-    "Login",
-    "PageSpec",
-    "Project",
-    "Release",
-    "Settings",
-    "WikiVersion",
-    "World",
-]
-
 MAX_PAGES = 5000
 """The most pages a scenario's wiki may have."""
 

@@ -16,8 +16,6 @@ from typing import NoReturn
 
 from simulator.cobra import CobraHelp
 
-__all__ = ["raising"]
-
 
 @functools.cache
 def raising(error: type[Exception]) -> type[CobraHelp]:

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from simulator.hosts.journal import Start
     from simulator.tools.journal import Process
 
-__all__ = ["Watch", "ZreadCall", "calls"]
-
 
 @dataclass(frozen=True)
 class ZreadCall:

@@ -46,14 +46,6 @@ from simulator.formats.bounds import (
     in_words,
 )
 
-__all__ = [
-    "CASSETTE_FORMAT",
-    "CASSETTE_VERSION",
-    "RecordError",
-    "Redactor",
-    "read_cassette",
-]
-
 CASSETTE_FORMAT: Final = "zread-sim-cassette"
 CASSETTE_VERSION: Final = 1
 DIRECTIONS: Final = {"in": "stdin", "out": "stdout", "err": "stderr"}

@@ -31,25 +31,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import IO
 
-from simulator.core.chart import Chart
+from simulator.core.chart_specs import Chart
 from simulator.errors import ConfigurationError
 from simulator.tools import charts_draw
 from simulator.tools.arguments import raising
 from simulator.tools.charts_draw import Edge
 from statecharts import COMMANDS, command_module, load_chart
-
-__all__ = [
-    "FORMATS",
-    "ChartsError",
-    "Edge",
-    "RenderError",
-    "docs_page",
-    "dot",
-    "edges",
-    "main",
-    "mermaid",
-    "render",
-]
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 """What ``--format`` takes; svg and png need Graphviz's ``dot`` on PATH."""

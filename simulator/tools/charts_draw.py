@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.core.chart import Chart, StateSpec, TransitionSpec
+from simulator.core.chart_specs import Chart, StateSpec, TransitionSpec
 from simulator.errors import SimulatorBug
 
 Kind = Literal["command", "start", "timer", "model"]

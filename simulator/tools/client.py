@@ -18,8 +18,6 @@ from typing import Any
 
 from statecharts import COMMANDS, command_module
 
-__all__ = ["ReferenceClient", "command_line"]
-
 
 def command_line(type: str, **params: Any) -> bytes:
     """One command line, newline included."""

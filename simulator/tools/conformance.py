@@ -33,8 +33,6 @@ from simulator.formats.bounds import in_words
 from simulator.tools.cassette import DIRECTIONS, RecordError, compact, decode_json, decode_line
 from statecharts import COMMANDS, load_chart
 
-__all__ = ["Checker", "Deviation", "check_cassette", "command_of", "report"]
-
 ENVELOPE_KEYS: Final = ("vm", "waiting_for", "done", "error")
 _SHOWN: Final = 1000
 """A reported line longer than this is cut (the cassette has it whole)."""

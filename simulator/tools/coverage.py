@@ -29,8 +29,6 @@ from simulator.errors import ConfigurationError
 from simulator.tools.arguments import raising
 from statecharts import COMMANDS, load_chart
 
-__all__ = ["CommandCoverage", "Coverage", "CoverageError", "below", "main", "write_json"]
-
 PROG = "zread-sim coverage"
 
 

@@ -36,8 +36,8 @@ from typing import BinaryIO, Final
 import msgspec
 
 from simulator.core.coverage import Reached
+from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
-from simulator.core.session import JournalEntry
 from simulator.errors import ConfigurationError
 from simulator.formats.bounds import (
     LIMITS,
@@ -47,18 +47,6 @@ from simulator.formats.bounds import (
     in_words,
 )
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, Line, Record, Start
-
-__all__ = [
-    "JournalReadError",
-    "Process",
-    "Violation",
-    "parse",
-    "read",
-    "redacted",
-    "render",
-    "report",
-    "violations",
-]
 
 _WIDTH: Final = 160
 """How much of a line or an event the listing shows."""

@@ -22,9 +22,7 @@ from typing import IO
 
 from simulator.errors import ConfigurationError
 from simulator.tools.arguments import raising
-from simulator.tools.paths_search import Case, Step, replay, search
-
-__all__ = ["Case", "PathsError", "Step", "main", "paths", "replay"]
+from simulator.tools.paths_search import Case, search
 
 PROG = "zread-sim paths"
 

@@ -26,8 +26,6 @@ from xml.sax.saxutils import escape
 
 from simulator.errors import ConfigurationError
 
-__all__ = ["PlotError", "check_plot_path", "render_svg", "write_plot"]
-
 WIDTH, CHART_HEIGHT = 820, 250
 LEFT, RIGHT, TOP, BOTTOM = 80, 30, 50, 50
 

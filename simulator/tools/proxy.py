@@ -48,8 +48,6 @@ from simulator.tools.cassette import (
 from simulator.tools.conformance import Checker, command_of, report
 from statecharts import COMMANDS
 
-__all__ = ["Recording", "record"]
-
 _CHUNK: Final = 65536
 _POLL: Final = 0.05
 """How often the stdin pump looks whether the program is gone (seconds)."""

@@ -33,8 +33,6 @@ from simulator.tools.conformance import check_cassette, report
 from simulator.tools.proxy import record
 from statecharts import COMMANDS
 
-__all__ = ["main", "record_as_dropin"]
-
 PROG: Final = "zread-sim"
 RECORD_VAR: Final = "ZREAD_SIM_RECORD"
 REAL_VAR: Final = "ZREAD_SIM_REAL"

@@ -19,8 +19,6 @@ from typing import BinaryIO
 from simulator.core.replay import ReplaySession
 from simulator.tools.cassette import RecordError, read_cassette
 
-__all__ = ["PREFIX", "cassette_of", "run_replay"]
-
 PREFIX = "replay:"
 """What ``--scenario`` starts with to name a cassette."""
 

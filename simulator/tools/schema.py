@@ -26,26 +26,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
-from simulator.core.chart import Chart
+from simulator.core.chart_specs import Chart
 from simulator.errors import ConfigurationError
 from simulator.tools import schema_build
 from simulator.tools.arguments import raising
-from simulator.tools.schema_build import DRAFT, ENCODED_AS, scenario_schema
+from simulator.tools.schema_build import scenario_schema
 from statecharts import COMMANDS, load_chart
-
-__all__ = [
-    "DRAFT",
-    "ENCODED_AS",
-    "REGENERATE",
-    "SchemaError",
-    "command_schema",
-    "doc_files",
-    "event_schema",
-    "main",
-    "render",
-    "scenario_schema",
-    "write_docs",
-]
 
 PROG: Final = "zread-sim schema"
 REGENERATE: Final = "python -m simulator.tools.schema --write docs/schema"

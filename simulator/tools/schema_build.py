@@ -26,7 +26,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 import msgspec.inspect as mi
 
-from simulator.core.chart import Chart
+from simulator.core.chart_specs import Chart
 from simulator.errors import SimulatorBug
 from simulator.scenario import Scenario
 from statecharts.generate import Task, TaskList

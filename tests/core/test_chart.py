@@ -19,10 +19,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.core.chart import Chart, compile_chart
+from simulator.core.chart import compile_chart
+from simulator.core.chart_specs import Chart
 from simulator.core.driver import Driver, Flags
 from simulator.core.effects import AskApproval, ServerStarted, StartServer
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.scenario import Scenario, builtin_names, load_scenario
 from simulator.scenario.failures import Failure
 from simulator.tools.client import ReferenceClient
@@ -77,15 +79,6 @@ def test_transitions_gates_and_failures_are_listed_in_chart_order() -> None:
     assert chart.state_bits == {"idle": 1, "running": 2, "finished": 4}
     assert chart.gate_bits == {("idle", "go"): 1, ("idle", "quit"): 2}
     assert chart.failure_bits == {"page": 1, "save": 2}
-
-
-def test_the_names_of_a_compiled_chart_are_importable_from_here() -> None:
-    from simulator.core import chart, chart_check, chart_specs
-
-    assert chart.ChartError is chart_check.ChartError
-    for name in ("Chart", "StateSpec", "TimerSpec", "CommandSpec", "TransitionSpec"):
-        assert getattr(chart, name) is getattr(chart_specs, name)
-    assert chart.WORLD_DELAY == "world."
 
 
 def test_a_source_list_is_one_transition_per_source_with_its_guard() -> None:

@@ -19,7 +19,8 @@ from simulator.core.envelope import (
     decode_params,
     not_allowed,
 )
-from simulator.core.godecode import normalise, plan_of
+from simulator.core.goassign import normalise
+from simulator.core.godecode import plan_of
 from statecharts import COMMANDS, load_chart
 
 
@@ -533,11 +534,3 @@ def test_a_number_out_of_range_under_a_map_key_is_a_rejected_line(params: bytes)
 
 
 # -- the face of the event bytes ------------------------------------------------------
-
-
-def test_the_event_bytes_are_eventbytes() -> None:
-    from simulator.core import envelope, eventbytes
-
-    for name in ("encode_event", "encode_part", "encode_parts", "encode_vm", "go_float"):
-        assert getattr(envelope, name) is getattr(eventbytes, name)
-    assert envelope.vm_pieces is eventbytes.vm_pieces

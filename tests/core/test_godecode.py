@@ -8,15 +8,8 @@ import msgspec
 import pytest
 
 from simulator.core import goassign
-from simulator.core.godecode import (
-    MISSING,
-    NOT_QUICK,
-    Plan,
-    command_members,
-    fold,
-    normalise,
-    plan_of,
-)
+from simulator.core.goassign import MISSING, Plan, fold, normalise
+from simulator.core.godecode import NOT_QUICK, command_members, plan_of
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,13 @@ import pytest
 from transitions import Machine
 
 import statecharts
-from simulator.core.chart import Chart, compile_chart
+from simulator.core.chart import compile_chart
+from simulator.core.chart_specs import Chart
 from simulator.core.machine import ChartMachine
 from simulator.runners.virtual import SimulationError, start
 from simulator.scenario import builtin_names, load_scenario
-from simulator.tools.paths import Case, paths, replay
+from simulator.tools.paths import paths
+from simulator.tools.paths_search import Case, replay
 from statecharts import COMMANDS, load_chart
 
 _FREE_PORT = re.compile(rb"127\.0\.0\.1:\d+")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from simulator.core.interface import SessionError
 from simulator.core.replay import ReplaySession
-from simulator.core.session import SessionError
 
 
 def _event(value: str, waiting_for: list[str], *, done: bool = False, error: str = "") -> str:

@@ -8,7 +8,7 @@ import random
 import msgspec
 import pytest
 
-from simulator.core.chart import ChartError
+from simulator.core.chart_check import ChartError
 from simulator.core.runtime import ChartRuntime
 from simulator.core.timers import Timers
 from simulator.launch import build_session

@@ -9,14 +9,8 @@ import threading
 
 import pytest
 
-from simulator.core.secrets import (
-    MAX_LEARNED,
-    MIN_LENGTH,
-    REDACTED,
-    Secrets,
-    redact,
-    redact_line,
-)
+from simulator.core.keynames import REDACTED
+from simulator.core.secrets import MAX_LEARNED, MIN_LENGTH, Secrets, redact, redact_line
 
 KEY = "sk-SECRET-0123"
 R = REDACTED.encode()

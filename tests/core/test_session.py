@@ -17,7 +17,9 @@ from simulator.core.chart import compile_chart
 from simulator.core.driver import Driver, Flags
 from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.core.envelope import MAX_LINE_BYTES
-from simulator.core.session import Outcome, Session, SessionError
+from simulator.core.interface import SessionError
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.scenario import Scenario, load_scenario
 from simulator.scenario.timing import Delay
 from statecharts import load_chart

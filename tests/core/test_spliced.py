@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.core.envelope import encode_part
+from simulator.core.eventbytes import encode_part
 from simulator.core.spliced import SplicedList
 
 

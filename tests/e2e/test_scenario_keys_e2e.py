@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
 from simulator.scenario import Scenario, failures, faults, load_scenario, timing, world
 from statecharts import COMMANDS, failure_points, load_chart

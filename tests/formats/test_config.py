@@ -14,8 +14,6 @@ from simulator.formats import yamlv3
 from simulator.formats.bounds import BOM, LIMITS, FormatError
 from simulator.formats.config import (
     CONFIG_KEYS,
-    DEFAULT_INDENT,
-    MAX_ALIAS_NODES,
     ConfigFileError,
     config_values,
     default_config,
@@ -23,7 +21,7 @@ from simulator.formats.config import (
     read_config,
     update_config,
 )
-from simulator.formats.yamlv3 import load
+from simulator.formats.yamlv3 import DEFAULT_INDENT, MAX_ALIAS_NODES, load
 from tests.samples import USER, ZREAD_DEFAULT, billion_laughs
 
 REPOSITORY = Path(__file__).resolve().parents[2]

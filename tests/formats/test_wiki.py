@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from simulator.formats.bounds import BOM, LIMITS, FormatError
-from simulator.formats.ids import go_time, slug
+from simulator.formats.ids import LEVELS, go_time, slug
 from simulator.formats.wiki import (
     CURRENT_PREFIX,
-    LEVELS,
     WIKI_JSON,
     PageEntry,
     WikiIndex,

@@ -31,7 +31,8 @@ from simulator.core.effects import (
     StopServer,
     WikiGenerated,
 )
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.formats.config import config_values, read_config
 from simulator.formats.wiki import decode_current, decode_wiki
 from simulator.hosts.effects import EffectHost

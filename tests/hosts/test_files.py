@@ -16,8 +16,8 @@ import pytest
 
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.formats.wiki import decode_wiki
-from simulator.hosts.dirfd import LinkRefused
-from simulator.hosts.files import FilesError, FileStore
+from simulator.hosts.dirfd import FilesError, LinkRefused
+from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
 from simulator.virtual import start
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
-from simulator.core.session import JournalEntry
 from simulator.errors import ConfigurationError
 from simulator.hosts.journal import HOWS, Event, Exit, JournalError, JournalWriter, Line, Record
 

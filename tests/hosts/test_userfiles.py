@@ -18,7 +18,8 @@ import pytest
 from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.formats.config import config_values, read_config
 from simulator.formats.login import decode_login, encode_login
-from simulator.hosts.files import FilesError, FileStore
+from simulator.hosts.dirfd import FilesError
+from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario
 from simulator.virtual import start
 from tests.samples import ZREAD_DEFAULT

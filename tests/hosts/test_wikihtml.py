@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import re
 
-from simulator.hosts import wikiserver
 from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, page_path, render_markdown
 
 from .test_wikiserver import Entry
 
 entry = Entry
-
-
-def test_the_server_module_re_exports_the_page_helpers() -> None:
-    assert wikiserver.render_markdown is render_markdown
-    assert wikiserver.page_path is page_path
 
 
 def test_a_page_path_is_its_slug_quoted_whole() -> None:

@@ -30,15 +30,8 @@ import pytest
 from simulator.core.effects import DEFAULT_PORT
 from simulator.errors import ConfigurationError
 from simulator.hosts import httprequest, httpserver, wikiserver
-from simulator.hosts.wikiserver import (
-    PORT_TRIES,
-    ListenError,
-    Site,
-    SitePage,
-    WikiServer,
-    loopback,
-    page_path,
-)
+from simulator.hosts.wikihtml import page_path
+from simulator.hosts.wikiserver import PORT_TRIES, ListenError, Site, SitePage, WikiServer, loopback
 from simulator.scenario import wiki
 from tests.e2e.helpers import held_ports
 

@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from simulator import clijson
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.launch import build_session
 from simulator.runners.output import OutputStage
 from simulator.scenario import faults, load_scenario

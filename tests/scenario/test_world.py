@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from simulator.formats.ids import LEVELS
 from simulator.scenario.world import (
-    LEVELS,
     MAX_PAGES,
     Account,
     Login,

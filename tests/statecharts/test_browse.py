@@ -22,9 +22,11 @@ import msgspec
 import pytest
 
 from simulator.core.effects import ServerStarted, StartServer, StopServer
-from simulator.core.session import Outcome, Session
+from simulator.core.outcome import Outcome
+from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
-from simulator.hosts.wikiserver import Site, SitePage, page_path
+from simulator.hosts.wikihtml import page_path
+from simulator.hosts.wikiserver import Site, SitePage
 from simulator.scenario import Scenario, load_scenario, wiki
 from simulator.scenario.failures import Failure
 from simulator.scenario.world import WikiVersion

@@ -1761,7 +1761,7 @@ def test_the_task_list_bytes_equal_a_fresh_encoding_after_any_edits(count: int) 
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from simulator.core.envelope import encode_part
+    from simulator.core.eventbytes import encode_part
     from statecharts.generate import Task, TaskList
 
     states = ["pending", "running", "done", "retry_pending", "failed", "resumed"]

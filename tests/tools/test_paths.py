@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.tools.paths import Case, PathsError, main, paths, pytest_module
+from simulator.tools.paths import PathsError, main, paths, pytest_module
+from simulator.tools.paths_search import Case
 from statecharts import COMMANDS
 from tests.tools.pathcases import cases_of
 

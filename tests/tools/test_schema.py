@@ -24,9 +24,9 @@ from simulator.tools.schema import (
     event_schema,
     main,
     render,
-    scenario_schema,
     write_docs,
 )
+from simulator.tools.schema_build import scenario_schema
 from statecharts import COMMANDS, load_chart
 
 ROOT = Path(__file__).resolve().parents[2]

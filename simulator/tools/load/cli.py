@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from simulator.tools.load.progress import ProgressBar
     from simulator.tools.load.stats import Stats
 
-__all__ = ["PROG", "format_summary", "main", "parse_args", "run"]
 
 PROG = "zread-sim load"
 

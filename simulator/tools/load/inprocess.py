@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from simulator.core.interface import SessionLike
     from simulator.scenario import Scenario
 
-__all__ = ["InProcess"]
 
 _NOT_GATES = frozenset({"quit", "cancel"})
 QUANTUM = 0.002

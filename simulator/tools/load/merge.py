@@ -38,8 +38,6 @@ from simulator.tools.load.stats import (
     lateness_figures,
 )
 
-__all__ = ["merge", "part_row", "read_summary"]
-
 
 class _Summary(msgspec.Struct):
     """What :func:`merge` reads of a summary; other keys are let through unread."""

@@ -35,8 +35,6 @@ from simulator.tools.load.common import EVENT_KEYS, LoadConfig, interrupt, watch
 from simulator.tools.load.memory import RssSampler, peak_rss_kb
 from simulator.tools.load.stats import Progress, Stats, build_summary, tick
 
-__all__ = ["Processes", "read_lateness"]
-
 
 def read_lateness(path: str) -> list[float] | None:
     """The lateness samples (seconds) a child wrote to ``path``; None if none are there."""

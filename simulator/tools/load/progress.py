@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-__all__ = ["ProgressBar"]
-
 
 class ProgressBar:
     """One bar on ``stream``; :meth:`show` after each tick, :meth:`close` at the end."""

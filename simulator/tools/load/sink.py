@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from simulator.runners.aio import Channel, Hub
     from simulator.tools.load.stats import Stats
 
-__all__ = ["Sink", "SinkRun"]
-
 
 class SinkRun(Protocol):
     """What a sink needs of the run it belongs to."""

@@ -44,8 +44,6 @@ from simulator.errors import SimulatorBug
 from simulator.tools.load.common import LoadConfig, interrupt, watch_children
 from simulator.tools.load.stats import Histogram, bins_percentile_ms
 
-__all__ = ["WorkerError", "Workers", "worker_main"]
-
 Draw = Callable[[int, dict[str, Any]], None]
 """Told the sessions finished in all and the newest merged point, after each tick."""
 
