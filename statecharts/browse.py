@@ -15,6 +15,10 @@ with the site, ``--host`` and ``--port``, and leaves ``loading`` when both the
 ``server_start`` delay has run out and the runner has answered with
 :class:`~simulator.core.effects.ServerStarted`, whichever comes last. A scenario
 failure at point ``server`` ends in ``error`` without starting one.
+
+Over 400 lines, on purpose: a command is its module, and browse's includes the site it
+serves (:class:`WikiSite`) and the checks of its ``--host`` and ``--port``; the server
+itself is ``simulator.hosts.wikiserver``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,11 @@ What a run leaves behind is an effect (a store writes it into the project's
 pages ran (``skip_all`` included) is a :class:`~simulator.core.effects.WikiGenerated`;
 a ``cancel`` while running, or a ``quit`` while running or at a gate, is a
 :class:`~simulator.core.effects.DraftLeft` with the pages done so far.
+
+Over 400 lines, on purpose: this is zread's largest command, and a command is its
+module (its face, vm, model and chart together, so adding or changing a command is
+one file). The generic pieces are elsewhere: the spliced task list in
+``simulator.core.spliced``, the wiki data in ``simulator.scenario.wiki``.
 """
 
 from __future__ import annotations
