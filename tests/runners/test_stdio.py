@@ -368,8 +368,12 @@ def test_one_line_crosses_five_modules_and_nothing_calls_back_into_the_session()
     os.write(in_w, b'{"type":"select_action","params":{"action":"generate"}}\n')
     answer = os.read(out_r, 1 << 16)
     tracing.clear()
+    os.write(in_w, b'{"type":"quit"}\n')  # the end of input is not quit: say it
     os.close(in_w)
+    while os.read(out_r, 1 << 16):  # to the end of the run's output
+        pass
     thread.join(5)
+    assert not thread.is_alive()
     os.close(out_r)
     assert json.loads(answer.splitlines()[0])["vm"]["state"] == "running"
 
