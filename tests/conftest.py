@@ -5,13 +5,24 @@ in the real HOME or in this repository; the session checks it at its end.
 The property tests (Hypothesis) run with one profile: derandomized, so a run is the
 same run on every machine; no example database, so nothing is written into the
 checkout; and a bounded number of examples, so the whole property suite stays well
-under a minute. ``HYPOTHESIS_PROFILE=long`` runs more of them."""
+under a minute. ``HYPOTHESIS_PROFILE=long`` runs more of them.
+
+When bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, as in a sandbox that keeps
+checkouts clean), every module would be compiled again in every process: the test
+modules (their assertions rewritten) in each xdist worker, and the simulator in each of
+the many ``python -m simulator`` processes the tests start. So the run keeps its
+bytecode in pytest's cache folder instead (``.pytest_cache``, with pytest's other
+caches; ``--cache-clear`` empties it), never in ``__pycache__`` folders of the
+checkout. With ``-p no:cacheprovider`` the processes the tests start share a folder of
+the run's own, and the test modules are compiled as before."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,7 +30,7 @@ from hypothesis import HealthCheck, settings
 REPOSITORY = Path(__file__).resolve().parents[1]
 REAL_HOME = Path(os.environ.get("HOME", "/nonexistent"))
 
-_PROFILE = {
+_PROFILE: dict[str, Any] = {
     "derandomize": True,
     "database": None,
     "deadline": None,
@@ -30,6 +41,45 @@ _PROFILE = {
 settings.register_profile("ci", max_examples=100, **_PROFILE)
 settings.register_profile("long", max_examples=5000, **_PROFILE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+_PYCACHE = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With bytecode writing off and pytest's cache on, this process's imports from now
+    on (the test modules, the project) read and write their bytecode in that cache;
+    :func:`processes_share_the_bytecode` hands it to the processes the tests start."""
+    cache = getattr(config, "cache", None)
+    if cache is None or not sys.dont_write_bytecode or sys.pycache_prefix is not None:
+        return
+    try:
+        prefix = cache.mkdir("pycache")
+    except OSError:  # a checkout that cannot be written: compile as before
+        return
+    config.stash[_PYCACHE] = prefix
+    sys.pycache_prefix = str(prefix)
+    sys.dont_write_bytecode = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def processes_share_the_bytecode(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """The processes the tests start (``python -m simulator ...``) read and write their
+    bytecode in the same cache, so a module is compiled once, not once a process; with
+    pytest's cache off, in a folder of this run's. Set here, where tests run, not at
+    configuration: an xdist worker started with it would compile pytest itself into
+    the cache before its first run there."""
+    prefix = pytestconfig.stash.get(_PYCACHE, None)
+    if prefix is None and sys.dont_write_bytecode and sys.pycache_prefix is None:
+        prefix = tmp_path_factory.mktemp("pycache")
+    if prefix is None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPYCACHEPREFIX", str(prefix))
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -307,14 +307,29 @@ def compact(obj: Any) -> bytes:
     return text.encode()
 
 
+_REFERENCES: dict[tuple[tuple[str, ...], bytes, bytes | None], list[bytes]] = {}
+"""The reference runs made so far, by command line, input and scenario file's text."""
+
+
 def reference_lines(
     command: str, commands: Sequence[Any], *args: str, scenario: str = "default"
 ) -> list[bytes]:
     """The stdout lines of a run without --control at speed 0, fed ``commands`` at once,
-    then stdin closed; a run left waiting at a gate is ended by SIGTERM, as quit."""
+    then stdin closed; a run left waiting at a gate is ended by SIGTERM, as quit.
+
+    Such a run gives the same lines every time, so each is run once and its lines kept
+    for the other tests that compare against it."""
     stdin = b"".join(compact(c) + b"\n" for c in commands)
     argv = [sys.executable, "-m", "simulator", command, "--stdio", "--speed", "0"]
     argv += ["--scenario", scenario, *args]
+    text = Path(scenario).read_bytes() if os.path.isfile(scenario) else None
+    key = (tuple(argv), stdin, text)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = _reference_run(argv, stdin)
+    return list(_REFERENCES[key])
+
+
+def _reference_run(argv: list[str], stdin: bytes) -> list[bytes]:
     with Sim(argv) as proc:
         proc.popen.stdin.write(stdin)  # type: ignore[union-attr]
         proc.close_stdin()
@@ -412,6 +427,7 @@ def test_inject_a_failure_now_fails_that_page() -> None:
         sim.next_event()
         failure = {"point": "page", "target": 16, "first": 99, "error": "page: injected"}
         assert sim.ok("inject", failure=failure) == {"injected": "failure"}
+        assert sim.ok("set_speed", speed=0) == {"speed": 0.0}  # injected: the rest at once
         gate = sim.until(lambda e: "retry" in e["waiting_for"])
         assert gate["waiting_for"] == ["quit", "retry", "skip_all"]
         tasks = {t["id"]: t for t in gate["vm"]["pages"]["tasks"]}
@@ -548,7 +564,7 @@ def test_pause_freezes_the_timers_and_resume_releases_them() -> None:
         sim.next_event()
         paused = sim.ok("pause")
         assert paused["paused"] is True and isinstance(paused["clock"], float)
-        assert sim.quiet(0.5) == []
+        assert sim.quiet(0.3) == []  # some 15 events, had the timers run
         snap = sim.ok("snapshot")
         assert snap["paused"] is True and snap["timers"]
         assert sim.ok("pause")["paused"] is True  # twice is harmless
@@ -556,6 +572,7 @@ def test_pause_freezes_the_timers_and_resume_releases_them() -> None:
         assert sim.ok("resume")["paused"] is False
         sim.next_event(timeout=2)
         assert sim.ok("snapshot")["paused"] is False
+        assert sim.ok("set_speed", speed=0) == {"speed": 0.0}  # resumed: the rest at once
         assert sim.until_done()["vm"]["done_total"] == 16
         assert sim.wait() == 0
 
@@ -1103,7 +1120,7 @@ def test_stop_reading_holds_under_control(tmp_path: Path) -> None:
     """stdin stops being read after a timer's event, while the reader was waiting."""
     path = tmp_path / "deaf.toml"
     path.write_text('[[faults]]\nkind = "stop_reading"\nafter_event = 3\n')
-    with Sim.start("generate", "-y", speed=0.2, scenario=str(path)) as sim:
+    with Sim.start("generate", "-y", speed=0.1, scenario=str(path)) as sim:  # ~0.6 s to go
         for _ in range(3):
             sim.next_event()  # after the 3rd, stdin is no longer read
         time.sleep(0.05)

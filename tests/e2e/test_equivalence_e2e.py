@@ -42,8 +42,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("version",),
 ]
 SEED = 7
-QUIET = 0.5
-"""How long a hung process must stay silent before the client stops reading."""
+QUIET = 0.3
+"""How long a hung process must stay silent before the client stops reading (at speed 0
+one that is not hung writes its next event within milliseconds)."""
 TIMEOUT = 15.0
 """How long any other process may take for its next byte (speed 0: normally ms)."""
 

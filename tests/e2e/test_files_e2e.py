@@ -19,7 +19,7 @@ import re
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,20 @@ def make_project(root: Path) -> Path:
         "initial",
     )
     return project
+
+
+@pytest.fixture(scope="module")
+def installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``installs(*options)``: the folder of a ``zread`` installed with ``options``,
+    installed once for the module's tests that run the same one (they only read it)."""
+    folders: dict[tuple[str, ...], Path] = {}
+
+    def install(*options: str) -> Path:
+        if options not in folders:
+            folders[options] = install_zread(tmp_path_factory.mktemp("bin"), *options)
+        return folders[options]
+
+    return install
 
 
 def make_home(root: Path, config: str | None = None) -> Path:
@@ -295,10 +309,12 @@ def versions(project: Path) -> list[str]:
 # -- 1. the sandboxed wiki job ------------------------------------------------------------
 
 
-def test_a_sandboxed_wiki_job_gets_a_wiki_every_reader_check_holds(tmp_path: Path) -> None:
+def test_a_sandboxed_wiki_job_gets_a_wiki_every_reader_check_holds(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
     project = make_project(tmp_path)
     home = make_home(tmp_path, with_key(SAMPLE_CONFIG))
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     assert sorted(env) == ["HOME", "LANG", "LC_ALL", "PATH", "TMPDIR"]
     home_before = snapshot(home, skip=".zread")
 
@@ -375,11 +391,11 @@ def hub_generate(env: Mapping[str, str], project: Path) -> str:
 
 
 def test_a_desktop_hub_probes_spawns_with_null_stdin_and_sees_the_pointer_move(
-    tmp_path: Path,
+    tmp_path: Path, installs: Callable[..., Path]
 ) -> None:
     project = make_project(tmp_path)
     home = make_home(tmp_path)
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     probe = zread("version", "--stdio", env=env, cwd=project)
     assert probe.returncode == 0
     assert json.loads(probe.stdout.splitlines()[-1])["vm"]["version"] == "0.2.13"
@@ -400,14 +416,18 @@ def test_a_desktop_hub_probes_spawns_with_null_stdin_and_sees_the_pointer_move(
 # -- 3. the supervisor script -------------------------------------------------------------
 
 
-def supervisor_env(tmp_path: Path, *install: str) -> tuple[Path, dict[str, str]]:
+def supervisor_env(
+    tmp_path: Path, installs: Callable[..., Path], *install: str
+) -> tuple[Path, dict[str, str]]:
     project = make_project(tmp_path)
     home = make_home(tmp_path, with_key(SAMPLE_CONFIG.replace("max_retries: 0", "max_retries: 2")))
-    return project, environment(tmp_path, home, install_zread(tmp_path / "bin", *install))
+    return project, environment(tmp_path, home, installs(*install))
 
 
-def test_a_supervisor_quits_mid_run_then_resumes_the_draft(tmp_path: Path) -> None:
-    project, env = supervisor_env(tmp_path, "--speed", "0.3")
+def test_a_supervisor_quits_mid_run_then_resumes_the_draft(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project, env = supervisor_env(tmp_path, installs, "--speed", "0.3")
     drafts = wiki_root(project) / "drafts"
     with Program("zread generate -y --stdio", env=env, cwd=project, shell=True) as run:
         run.read_until(lambda e: e["vm"]["pages"]["done"] >= 3, timeout=TIMEOUT)
@@ -466,11 +486,11 @@ first = 99
     ids=["retries-succeed", "page-7-keeps-failing"],
 )
 def test_a_supervisor_retries_each_failed_page_then_skips_the_rest(
-    tmp_path: Path, scenario: str, left_out: list[int]
+    tmp_path: Path, installs: Callable[..., Path], scenario: str, left_out: list[int]
 ) -> None:
     if scenario == "keeps-failing":
         scenario = write_scenario(tmp_path, scenario, KEEPS_FAILING)
-    project, env = supervisor_env(tmp_path, "--speed", "0", "--scenario", scenario)
+    project, env = supervisor_env(tmp_path, installs, "--speed", "0", "--scenario", scenario)
     retried: list[int] = []
     skipped = False
     with Program("zread generate -y --stdio", env=env, cwd=project, shell=True) as run:
@@ -506,8 +526,10 @@ def test_a_supervisor_retries_each_failed_page_then_skips_the_rest(
     assert not (wiki_root(project) / "drafts").exists()
 
 
-def test_a_failed_catalog_quit_at_its_gate_writes_nothing(tmp_path: Path) -> None:
-    project, env = supervisor_env(tmp_path, "--speed", "0", "--scenario", "catalog-error")
+def test_a_failed_catalog_quit_at_its_gate_writes_nothing(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project, env = supervisor_env(tmp_path, installs, "--speed", "0", "--scenario", "catalog-error")
     with Program("zread generate -y --stdio", env=env, cwd=project, shell=True) as run:
         gate = run.read_until(lambda e: "retry_catalog" in e["waiting_for"], TIMEOUT)
         assert gate["waiting_for"] == ["quit", "retry_catalog"]
@@ -519,8 +541,10 @@ def test_a_failed_catalog_quit_at_its_gate_writes_nothing(tmp_path: Path) -> Non
     assert not (project / ".zread").exists()
 
 
-def test_a_supervisor_retries_a_failed_catalog_to_a_wiki(tmp_path: Path) -> None:
-    project, env = supervisor_env(tmp_path, "--speed", "0", "--scenario", "catalog-error")
+def test_a_supervisor_retries_a_failed_catalog_to_a_wiki(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project, env = supervisor_env(tmp_path, installs, "--speed", "0", "--scenario", "catalog-error")
     with Program("zread generate -y --stdio", env=env, cwd=project, shell=True) as run:
         run.read_until(lambda e: "retry_catalog" in e["waiting_for"], TIMEOUT)
         assert not (project / ".zread").exists(), "a failed catalog writes nothing"
@@ -542,11 +566,13 @@ def get(url: str) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def generated(tmp_path: Path, runs: int = 1) -> tuple[Path, dict[str, str]]:
+def generated(
+    tmp_path: Path, installs: Callable[..., Path], runs: int = 1
+) -> tuple[Path, dict[str, str]]:
     """A project with ``runs`` wikis generated in it, and the environment that made them."""
     project = make_project(tmp_path)
     home = make_home(tmp_path)
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     for _ in range(runs):
         done = zread("generate", "-y", "--stdio", env=env, cwd=project)
         assert done.returncode == 0, done.stderr
@@ -562,9 +588,9 @@ def serving(run: Proc) -> str:
 
 
 def test_browse_serves_the_index_and_the_wiki_json_of_the_current_version(
-    tmp_path: Path,
+    tmp_path: Path, installs: Callable[..., Path]
 ) -> None:
-    project, env = generated(tmp_path)
+    project, env = generated(tmp_path, installs)
     version = wiki_root(project) / "versions" / current_id(project)
     document = json.loads((version / "wiki.json").read_bytes())
     with Program(["zread", "browse", "--stdio", "--port", "0"], env=env, cwd=project) as run:
@@ -581,8 +607,10 @@ def test_browse_serves_the_index_and_the_wiki_json_of_the_current_version(
         run.finish()
 
 
-def test_browse_serves_the_pages_written_in_the_project(tmp_path: Path) -> None:
-    project, env = generated(tmp_path)
+def test_browse_serves_the_pages_written_in_the_project(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project, env = generated(tmp_path, installs)
     version = wiki_root(project) / "versions" / current_id(project)
     document = json.loads((version / "wiki.json").read_bytes())
     with Program(["zread", "browse", "--stdio", "--port", "0"], env=env, cwd=project) as run:
@@ -607,8 +635,10 @@ def test_browse_serves_the_pages_written_in_the_project(tmp_path: Path) -> None:
         run.finish()
 
 
-def test_browse_refuses_a_host_that_is_not_loopback(tmp_path: Path) -> None:
-    project, env = generated(tmp_path, runs=0)
+def test_browse_refuses_a_host_that_is_not_loopback(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project, env = generated(tmp_path, installs, runs=0)
     refused = zread("browse", "--stdio", "--host", "0.0.0.0", "--port", "0", env=env, cwd=project)
     assert refused.returncode == 2
     assert refused.stdout == b""
@@ -616,8 +646,8 @@ def test_browse_refuses_a_host_that_is_not_loopback(tmp_path: Path) -> None:
     assert err.count("\n") == 1 and err.endswith("\n") and "0.0.0.0" in err, err
 
 
-def test_browse_offers_the_versions_on_disk(tmp_path: Path) -> None:
-    project, env = generated(tmp_path, runs=2)
+def test_browse_offers_the_versions_on_disk(tmp_path: Path, installs: Callable[..., Path]) -> None:
+    project, env = generated(tmp_path, installs, runs=2)
     ids = versions(project)
     current = current_id(project)
     assert len(ids) == 2 and current in ids
@@ -644,7 +674,9 @@ TELEMETRY = "telemetry:\n    enabled: false\n"
 """A map zread does not know, at the end."""
 
 
-def test_config_yaml_round_trips_and_generate_uses_it(tmp_path: Path) -> None:
+def test_config_yaml_round_trips_and_generate_uses_it(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
     original = SAMPLE_CONFIG.replace(
         "    base_url: https://open.bigmodel.cn/api/paas/v4\n",
         "    base_url: https://open.bigmodel.cn/api/paas/v4\n" + UNKNOWN,
@@ -653,7 +685,7 @@ def test_config_yaml_round_trips_and_generate_uses_it(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     home = make_home(tmp_path, original)
     config = home / ".zread" / "config.yaml"
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     with Program(["zread", "config", "--stdio"], env=env, cwd=project) as run:
         first = run.read_event(TIMEOUT)
         fields = first["vm"]["fields"]
@@ -702,12 +734,14 @@ def test_config_yaml_round_trips_and_generate_uses_it(tmp_path: Path) -> None:
 # -- 6. a Chinese wiki --------------------------------------------------------------------
 
 
-def test_a_chinese_config_makes_a_chinese_wiki(tmp_path: Path) -> None:
+def test_a_chinese_config_makes_a_chinese_wiki(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
     from slugify import slugify
 
     project = make_project(tmp_path)
     home = make_home(tmp_path, with_key(SAMPLE_CONFIG))
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     done = zread("generate", "-y", "--stdio", env=env, cwd=project)
     assert done.returncode == 0, done.stderr
     last = strict_events(done.stdout)[-1]
@@ -732,10 +766,12 @@ def test_a_chinese_config_makes_a_chinese_wiki(tmp_path: Path) -> None:
 # -- 7. login.json ------------------------------------------------------------------------
 
 
-def test_login_writes_login_json_and_without_it_generate_fails_at_once(tmp_path: Path) -> None:
+def test_login_writes_login_json_and_without_it_generate_fails_at_once(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
     project = make_project(tmp_path)
     home = make_home(tmp_path)
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     with Program(["zread", "login", "--stdio"], env=env, cwd=project) as run:
         run.read_until(lambda e: "select_region" in e["waiting_for"], TIMEOUT)
         run.send({"type": "select_region", "params": {"region": "cn"}})
@@ -782,11 +818,13 @@ EDITS = {
 LOG_LINE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2} zread-sim \S.*")
 
 
-def test_many_processes_on_one_home_lose_no_update(tmp_path: Path) -> None:
+def test_many_processes_on_one_home_lose_no_update(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
     """Editors saving different fields while generate runs read the same config.yaml
     (each run in a project of its own: see the next test for one project)."""
     home = make_home(tmp_path, with_key(SAMPLE_CONFIG))
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0"))
+    env = environment(tmp_path, home, installs("--speed", "0"))
     projects = [make_project(tmp_path / f"p{n}") for n in range(4)]
     configs = [Program(["zread", "config", "--stdio"], env=env, cwd=projects[0]) for _ in EDITS]
     runs = [Program(["zread", "generate", "-y", "--stdio"], env=env, cwd=p) for p in projects]
@@ -819,14 +857,14 @@ def test_many_processes_on_one_home_lose_no_update(tmp_path: Path) -> None:
     assert temporary_files(home) == []
 
 
-def generate_at_once(tmp_path: Path, runs: int = 4) -> Path:
+def generate_at_once(tmp_path: Path, installs: Callable[..., Path], runs: int = 4) -> Path:
     """``runs`` generate processes on one HOME and one project, started together: all
     of them up and waiting at select_action, then all told to generate at once (a
     little speed, so that their catalogs and pages overlap); each must end done."""
     project = make_project(tmp_path)
     config = with_key(SAMPLE_CONFIG).replace("max_concurrent: 1", "max_concurrent: 4")
     home = make_home(tmp_path, config)
-    env = environment(tmp_path, home, install_zread(tmp_path / "bin", "--speed", "0.2"))
+    env = environment(tmp_path, home, installs("--speed", "0.2"))
     procs = [Program(["zread", "generate", "--stdio"], env=env, cwd=project) for _ in range(runs)]
     try:
         for proc in procs:
@@ -842,8 +880,10 @@ def generate_at_once(tmp_path: Path, runs: int = 4) -> Path:
     return project
 
 
-def test_many_generate_runs_on_one_project_leave_valid_versions(tmp_path: Path) -> None:
-    project = generate_at_once(tmp_path)
+def test_many_generate_runs_on_one_project_leave_valid_versions(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project = generate_at_once(tmp_path, installs)
     ids = versions(project)
     assert ids
     for wiki_id in ids:
@@ -852,8 +892,10 @@ def test_many_generate_runs_on_one_project_leave_valid_versions(tmp_path: Path) 
     assert temporary_files(project / ".zread") == []
 
 
-def test_many_generate_runs_on_one_project_each_make_a_version(tmp_path: Path) -> None:
-    project = generate_at_once(tmp_path, runs=4)
+def test_many_generate_runs_on_one_project_each_make_a_version(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    project = generate_at_once(tmp_path, installs, runs=4)
     assert len(versions(project)) == 4, "each run that ends done is a version of its own"
     assert not (wiki_root(project) / "drafts").exists(), "every run's draft became its version"
 

@@ -8,6 +8,7 @@ delay and every other step none, and the test runs at speed 1.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -390,14 +391,16 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize(("line", "error", "prefix"), REJECTED)
-def test_rejected_line_gets_exactly_one_event(line: bytes, error: str | None, prefix: str) -> None:
-    with Proc("login") as p:
+@pytest.fixture(scope="module")
+def rejecting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """One login process at its first gate, shared by the rejected-line cases below: a
+    rejected line changes nothing, so each case finds the session as the first event
+    left it (which each case checks). When the module is done with it, the session
+    still takes a region, and a quit ends it as ever."""
+    home = tmp_path_factory.mktemp("rejecting")
+    with Proc("login", env={"HOME": str(home)}) as p:
         p.read_event()
-        p.reject(line, error, prefix=prefix)
-        # The next line is answered next: the rejected line had one event, no more.
-        p.reject(b'{"type":"sentinel"}', not_allowed("sentinel"))
-        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
+        yield p
         p.send(REGION)
         assert p.read_event()["vm"]["state"] == "init_flow"
         p.send({"type": "quit"})
@@ -405,17 +408,25 @@ def test_rejected_line_gets_exactly_one_event(line: bytes, error: str | None, pr
         p.finish()
 
 
+@pytest.mark.parametrize(("line", "error", "prefix"), REJECTED)
+def test_rejected_line_gets_exactly_one_event(
+    rejecting: Proc, line: bytes, error: str | None, prefix: str
+) -> None:
+    p = rejecting
+    p.reject(line, error, prefix=prefix)
+    # The next line is answered next: the rejected line had one event, no more.
+    p.reject(b'{"type":"sentinel"}', not_allowed("sentinel"))
+    assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
+
+
 @pytest.mark.parametrize("line", [b'{"type":5}', b'{"type":["quit"]}', b'{"type":{"a":1}}'])
-def test_type_not_a_string_is_not_allowed(line: bytes) -> None:
-    with Proc("login") as p:
-        p.read_event()
-        error = p.reject(line)
-        assert error.startswith('command "')
-        assert error.endswith('" not allowed in state select_region')
-        p.reject(b'{"type":"sentinel"}', not_allowed("sentinel"))
-        p.send({"type": "quit"})
-        p.read_until_done()
-        p.finish()
+def test_type_not_a_string_is_not_allowed(rejecting: Proc, line: bytes) -> None:
+    p = rejecting
+    error = p.reject(line)
+    assert error.startswith('command "')
+    assert error.endswith('" not allowed in state select_region')
+    p.reject(b'{"type":"sentinel"}', not_allowed("sentinel"))
+    assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
 
 
 def test_oversized_line_is_rejected_and_skipped() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import install_zread
+from .helpers import Proc, install_zread
 
 GO_OS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}[sys.platform]
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[
@@ -294,14 +294,17 @@ def test_a_full_stdout_is_one_line_and_exit_2() -> None:
 
 
 def test_a_delay_of_years_is_waited_for_not_a_crash() -> None:
-    """``--speed 1e7`` makes the update check last years: the process waits, quietly."""
-    script = "(sleep 1) | $PY update --stdio --speed 1e7 --no-files & pid=$!; sleep 3; "
-    script += "kill -TERM $pid; wait $pid; echo rc=$?"
-    done = shell(script)
-    assert b"internal error" not in done.stderr, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
-    assert events[0]["vm"]["state"] == "checking" and events[-1]["done"] is True
-    assert done.stdout.splitlines()[-1] == b"rc=0"
+    """``--speed 1e7`` makes the update check last years: the process waits, quietly,
+    with its input open and after its end, until a SIGTERM quits it."""
+    with Proc("update", speed="1e7", scenario=None) as proc:
+        assert proc.read_event()["vm"]["state"] == "checking"
+        proc.assert_waiting(0.5)
+        proc.close_stdin()
+        proc.assert_waiting(0.5)
+        proc.terminate()
+        proc.read_until_done()
+        proc.finish()
+        assert "internal error" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("source", ['printf \'{"type":"quit"}\\n\' |', "< quit.jsonl"])
