@@ -4,9 +4,9 @@ Owns: :class:`Flag`, the declaration of one zread flag, written beside the field
 command's :class:`~simulator.core.driver.Flags` subclass it sets
 (``yes: Annotated[bool, Flag("-y", "--yes", help=...)] = False``), so a flag is said
 once: its type and default are the field's, its names, value type and help the
-:class:`Flag`'s; :func:`flag_fields`, which reads them back; and :class:`Examples`,
-the flags and extra scenarios ``zread-sim paths`` tries for the command; and
-:data:`Answer`, what the reference client's answer at a command's gates is.
+:class:`Flag`'s; :func:`flag_fields`, which reads them back; :class:`Examples`, the
+flags and extra scenarios ``zread-sim paths`` tries for the command; and :data:`Answer`,
+the type of a command module's ``answer`` at its gates (the reference client's).
 
 A flag's ``parse`` turns the text given into the value, raising ValueError with a
 message in the simulator's words; the command line shows that message.
