@@ -13,8 +13,8 @@ modules (their assertions rewritten) in each xdist worker, and the simulator in 
 the many ``python -m simulator`` processes the tests start. So the run keeps its
 bytecode in pytest's cache folder instead (``.pytest_cache``, with pytest's other
 caches; ``--cache-clear`` empties it), never in ``__pycache__`` folders of the
-checkout. With ``-p no:cacheprovider`` the processes the tests start share a folder of
-the run's own, and the test modules are compiled as before."""
+checkout. (With ``-p no:cacheprovider``, nothing changes: every process compiles what
+it finds no bytecode for, as it always did.)"""
 
 from __future__ import annotations
 
@@ -62,17 +62,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def processes_share_the_bytecode(
-    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+def processes_share_the_bytecode(pytestconfig: pytest.Config) -> Iterator[None]:
     """The processes the tests start (``python -m simulator ...``) read and write their
-    bytecode in the same cache, so a module is compiled once, not once a process; with
-    pytest's cache off, in a folder of this run's. Set here, where tests run, not at
-    configuration: an xdist worker started with it would compile pytest itself into
-    the cache before its first run there."""
+    bytecode in the same cache, so a module is compiled once, not once a process. Set
+    here, where tests run, not at configuration: an xdist worker started with it would
+    compile pytest itself into the cache before its first run there."""
     prefix = pytestconfig.stash.get(_PYCACHE, None)
-    if prefix is None and sys.dont_write_bytecode and sys.pycache_prefix is None:
-        prefix = tmp_path_factory.mktemp("pycache")
     if prefix is None:
         yield
         return

@@ -509,6 +509,22 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
         assert not any(e["done"] for e in sim.events)
 
 
+@pytest.fixture(scope="module")
+def refusing() -> Iterator[Sim]:
+    """One generate process at its first gate, shared by the invalid injections below:
+    a refused request changes nothing (each case compares snapshots). When the module
+    is done with it, the run it makes is byte for byte the run of a process that was
+    never sent them."""
+    with Sim.start("generate") as sim:
+        sim.next_event()
+        yield sim
+        sim.send(GENERATE)
+        sim.until_done()
+        sim.rest()
+        assert sim.event_lines == reference_lines("generate", [GENERATE])
+        assert sim.noise == []
+
+
 @pytest.mark.parametrize(
     ("params", "named"),
     [
@@ -520,21 +536,18 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
         ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
     ],
 )
-def test_invalid_inject_is_an_error_and_changes_nothing(params: dict[str, Any], named: str) -> None:
-    with Sim.start("generate") as sim:
-        sim.next_event()
-        before = sim.ok("snapshot")
-        answer = sim.call("inject", **params)
-        assert answer["subtype"] == "error", answer
-        assert named in answer["error"]
-        after = sim.ok("snapshot")
-        before.pop("clock"), after.pop("clock")
-        assert after == before
-        sim.send(GENERATE)
-        sim.until_done()
-        sim.rest()
-        assert sim.event_lines == reference_lines("generate", [GENERATE])
-        assert sim.noise == []
+def test_invalid_inject_is_an_error_and_changes_nothing(
+    refusing: Sim, params: dict[str, Any], named: str
+) -> None:
+    sim = refusing
+    before = sim.ok("snapshot")
+    answer = sim.call("inject", **params)
+    assert answer["subtype"] == "error", answer
+    assert named in answer["error"]
+    after = sim.ok("snapshot")
+    before.pop("clock"), after.pop("clock")
+    assert after == before
+    assert sim.noise == []
 
 
 def test_set_speed_zero_finishes_the_rest_at_once() -> None:
@@ -546,17 +559,25 @@ def test_set_speed_zero_finishes_the_rest_at_once() -> None:
         assert sim.wait() == 0
 
 
-@pytest.mark.parametrize("value", [-1, "fast", True, None, [1], {"x": 1}])
-def test_set_speed_refuses_what_is_not_a_number_at_least_zero(value: Any) -> None:
+@pytest.fixture(scope="module")
+def at_speed_2() -> Iterator[Sim]:
+    """One generate process at speed 2, at its first gate, shared by the refused speeds
+    below (a refused request changes nothing; each case reads the speed back)."""
     with Sim.start("generate", speed=2) as sim:
         sim.next_event()
-        answer = sim.call("set_speed", speed=value)
-        assert answer["subtype"] == "error"
-        shown = json.dumps(value, separators=(",", ":"))
-        assert answer["error"] == f"set_speed takes a number >= 0, got {shown}"
-        assert sim.ok("snapshot")["speed"] == 2.0
-        missing = sim.call("set_speed")
-        assert missing["error"] == "set_speed takes a number >= 0, got null"
+        yield sim
+
+
+@pytest.mark.parametrize("value", [-1, "fast", True, None, [1], {"x": 1}])
+def test_set_speed_refuses_what_is_not_a_number_at_least_zero(at_speed_2: Sim, value: Any) -> None:
+    sim = at_speed_2
+    answer = sim.call("set_speed", speed=value)
+    assert answer["subtype"] == "error"
+    shown = json.dumps(value, separators=(",", ":"))
+    assert answer["error"] == f"set_speed takes a number >= 0, got {shown}"
+    assert sim.ok("snapshot")["speed"] == 2.0
+    missing = sim.call("set_speed")
+    assert missing["error"] == "set_speed takes a number >= 0, got null"
 
 
 def test_pause_freezes_the_timers_and_resume_releases_them() -> None:
