@@ -10,6 +10,7 @@ import pytest
 from simulator.core import goassign
 from simulator.core.goassign import MISSING, Plan, fold, normalise
 from simulator.core.godecode import NOT_QUICK, command_members, plan_of
+from tests.core.test_goassign import Sample  # the one sample type of both modules
 
 
 @pytest.mark.parametrize(
@@ -27,19 +28,6 @@ from simulator.core.godecode import NOT_QUICK, command_members, plan_of
 )
 def test_command_members_are_the_json_text_go_assigns(line: str, members: tuple[str, str]) -> None:
     assert command_members(line) == members
-
-
-class Inner(msgspec.Struct):
-    n: int
-
-
-class Sample(msgspec.Struct):
-    word: str
-    inner: Inner
-    table: dict[str, str] = msgspec.field(default_factory=dict)
-    seq: list[Inner] = msgspec.field(default_factory=list)
-    loose: Any = None
-    stamp: msgspec.Raw = msgspec.Raw(b"0")
 
 
 def test_a_type_whose_structs_hold_structs_always_takes_gos_rules() -> None:
