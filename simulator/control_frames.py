@@ -109,18 +109,25 @@ def _check_keys(value: object) -> None:
             stack.extend(item)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""What :func:`encode` writes with (``json.dumps`` with these makes one every call)."""
+
+
 def encode(frame: dict[str, Any]) -> bytes:
     """One frame as Go writes it (see the module docstring), or Unencodable."""
     try:
         _check_keys(frame)
-        text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(frame)
     except Unencodable:
         raise
     except Exception as exc:  # TypeError, ValueError, RecursionError, a container's own
         raise Unencodable(error_text(exc)) from None
-    if _SURROGATE.search(text):
-        raise Unencodable(INVALID_STRING)
-    return _GO_ESCAPED.sub(_go_escape, text).encode() + b"\n"
+    if "<" in text or ">" in text or "&" in text or not text.isascii():
+        text = _GO_ESCAPED.sub(_go_escape, text)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:  # only a lone surrogate is not UTF-8
+        raise Unencodable(INVALID_STRING) from None
 
 
 # -- the decoder ------------------------------------------------------------------
@@ -155,12 +162,16 @@ def _parse_float(text: str) -> float | _OutOfRange:
     return _OUT_OF_RANGE if value in (float("inf"), float("-inf")) else value
 
 
+_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float
+)
+"""What :func:`decode` reads with (``json.loads`` with these makes one every call)."""
+
+
 def _loads(text: str) -> object:
     """The JSON value of ``text``; ValueError("not JSON ...") when it has none."""
     try:
-        return json.loads(
-            text, parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float
-        )
+        return _DECODER.decode(text)
     except json.JSONDecodeError:
         raise ValueError("not JSON") from None
 

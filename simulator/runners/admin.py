@@ -46,6 +46,7 @@ import msgspec
 
 from simulator.control import Conn, ControlError, Handler
 from simulator.core.effects import AskApproval, CancelApproval
+from simulator.core.keynames import UNDERSCORE_K
 from simulator.core.secrets import Secrets
 from simulator.runners.aio import Channel
 from simulator.runners.hooks import Live
@@ -80,6 +81,21 @@ class _Refused(Exception):
     """A handler's error, its text redacted."""
 
 
+def _unmarked(secrets: Secrets, result: Any) -> bool:
+    """Whether ``result``, as JSON text, holds no backslash, no ``_k`` in any case and
+    none of the values ``secrets`` looks for: then :meth:`Secrets.redact` leaves it as
+    it is (a name that ends in ``api_key`` holds ``_k``, and a value a string holds
+    shows in the text as it is or escaped), and its walk of every string is spared. A
+    result msgspec does not write is not."""
+    try:
+        text = msgspec.json.encode(result)
+    except Exception:  # a value of another kind, a lone surrogate: the walk judges
+        return False
+    if b"\\" in text or UNDERSCORE_K.search(text) is not None:
+        return False
+    return not any(value.encode() in text for value in secrets.values)
+
+
 def _redacting(secrets: Secrets, handler: Handler) -> Handler:
     """``handler`` whose answer and error text go through ``secrets``."""
 
@@ -88,7 +104,7 @@ def _redacting(secrets: Secrets, handler: Handler) -> Handler:
             result = await handler(request)
         except Exception as err:  # answered as an error response, its text redacted
             raise _Refused(secrets.redact_text(str(err) or type(err).__name__)) from None
-        return secrets.redact(result)
+        return result if _unmarked(secrets, result) else secrets.redact(result)
 
     return answer
 

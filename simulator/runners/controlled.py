@@ -124,20 +124,26 @@ async def _reads(fd: int, reading: Callable[[], bool]) -> AsyncIterator[bytes]:
     """What ``fd`` gives as it arrives, ``b""`` last at end of input; stops early once
     ``reading()`` is false.
 
-    A pipe or a terminal is watched by the loop; a regular file, which epoll refuses
-    and which never blocks, is read directly.
+    A pipe or a terminal is watched by the loop only while this waits for it: while the
+    consumer holds a read (:func:`_unheld`), input waiting on ``fd`` wakes nothing. A
+    regular file, which epoll refuses and which never blocks, is read directly.
     """
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
     try:
         loop.add_reader(fd, ready.set)
-        watched = True
+        watched = registered = True
     except (PermissionError, OSError):
-        watched = False
+        watched = registered = False
     try:
         while reading():
             if watched:
+                if not registered:
+                    loop.add_reader(fd, ready.set)
+                    registered = True
                 await ready.wait()
+                loop.remove_reader(fd)
+                registered = False
                 ready.clear()
                 if not reading():
                     return
@@ -150,7 +156,7 @@ async def _reads(fd: int, reading: Callable[[], bool]) -> AsyncIterator[bytes]:
             if not watched:
                 await asyncio.sleep(0)
     finally:
-        if watched:
+        if registered:
             loop.remove_reader(fd)
 
 

@@ -236,6 +236,14 @@ class Sim:
             pass
         assert self.eof, f"stdout still open after {timeout} s; stderr {self.stderr_so_far()!r}"
 
+    def partial(self, timeout: float = TIMEOUT) -> bytes:
+        """Wait for the start of a line (bytes with no newline yet); those bytes."""
+        deadline = time.monotonic() + timeout
+        while not self._buffer:
+            assert self._fill(deadline), f"nothing came within {timeout} s"
+        assert b"\n" not in self._buffer, bytes(self._buffer)
+        return bytes(self._buffer)
+
     @property
     def unterminated(self) -> bytes:
         """Bytes after the last newline (a cut line), once stdout has closed."""
@@ -511,16 +519,17 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
 
 @pytest.fixture(scope="module")
 def refusing() -> Iterator[Sim]:
-    """One generate process at its first gate, shared by the invalid injections below:
-    a refused request changes nothing (each case compares snapshots). When the module
-    is done with it, the run it makes is byte for byte the run of a process that was
-    never sent them."""
+    """One generate process at its first gate, shared by the refused requests below (an
+    invalid injection, an unknown subtype, a lone surrogate): a refused request changes
+    nothing (the injections compare snapshots). When the module is done with it, the
+    run it makes is byte for byte the run of a process that was never sent them."""
     with Sim.start("generate") as sim:
         sim.next_event()
         yield sim
         sim.send(GENERATE)
         sim.until_done()
         sim.rest()
+        assert sim.wait() == 0
         assert sim.event_lines == reference_lines("generate", [GENERATE])
         assert sim.noise == []
 
@@ -614,15 +623,14 @@ def test_quit_ends_with_done_and_exit_zero() -> None:
         assert sim.events[-1]["done"] and len(sim.events) == 2
 
 
-def test_an_unsupported_subtype_is_named() -> None:
-    with Sim.start("generate") as sim:
-        sim.next_event()
-        request_id = sim.request("frobnicate", x=1)
-        assert sim.response(request_id) == {
-            "subtype": "error",
-            "request_id": request_id,
-            "error": "Unsupported control request subtype: frobnicate",
-        }
+def test_an_unsupported_subtype_is_named(refusing: Sim) -> None:
+    sim = refusing
+    request_id = sim.request("frobnicate", x=1)
+    assert sim.response(request_id) == {
+        "subtype": "error",
+        "request_id": request_id,
+        "error": "Unsupported control request subtype: frobnicate",
+    }
 
 
 def send_escaped(sim: Sim, obj: Any) -> None:
@@ -632,22 +640,34 @@ def send_escaped(sim: Sim, obj: Any) -> None:
     sim.popen.stdin.flush()
 
 
-@pytest.mark.parametrize(
-    ("kind", "shown"), [([], "[]"), ({"type": "control_request"}, '{"type":"control_request"}')]
-)
-def test_a_type_that_is_not_a_string_goes_to_the_session(kind: Any, shown: str) -> None:
+@pytest.fixture(scope="module")
+def editing() -> Iterator[Sim]:
+    """One config process at its gate, shared by the lines the session refuses below (it
+    stays at its gate); quit when the module is done with it."""
     with Sim.start("config") as sim:
         assert sim.next_event()["vm"]["saved"] is False
-        sim.send({"type": kind})
-        bad = sim.next_event()
-        assert bad["error"] == f'command "{shown}" not allowed in state editing'
-        assert sim.ok("snapshot")["command"] == "config"
+        yield sim
         sim.send({"type": "quit"})
         sim.until_done()
         sim.rest()
         assert sim.wait() == 0
         assert sim.noise == []
-        assert [f["type"] for f in sim.frames] == ["control_response"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "shown"), [([], "[]"), ({"type": "control_request"}, '{"type":"control_request"}')]
+)
+def test_a_type_that_is_not_a_string_goes_to_the_session(
+    editing: Sim, kind: Any, shown: str
+) -> None:
+    sim = editing
+    before = len(sim.frames)
+    sim.send({"type": kind})
+    bad = sim.next_event()
+    assert bad["error"] == f'command "{shown}" not allowed in state editing'
+    assert sim.ok("snapshot")["command"] == "config"
+    assert sim.noise == []
+    assert [f["type"] for f in sim.frames[before:]] == ["control_response"]
 
 
 @pytest.mark.parametrize(
@@ -658,44 +678,39 @@ def test_a_type_that_is_not_a_string_goes_to_the_session(kind: Any, shown: str) 
         {"subtype": "frobnicate\ud800"},
     ],
 )
-def test_a_request_holding_a_lone_surrogate_is_refused(request_body: dict[str, Any]) -> None:
-    with Sim.start("generate") as sim:
-        sim.next_event()
-        request = {"type": "control_request", "request_id": "s1", "request": request_body}
+def test_a_request_holding_a_lone_surrogate_is_refused(
+    refusing: Sim, request_body: dict[str, Any]
+) -> None:
+    """(The run then goes on as one never sent it: ``refusing``.)"""
+    sim = refusing
+    request_id = f"s{len(sim.frames)}"
+    request = {"type": "control_request", "request_id": request_id, "request": request_body}
+    send_escaped(sim, request)
+    assert sim.response(request_id) == {
+        "subtype": "error",
+        "request_id": request_id,
+        "error": "control: invalid string (lone surrogate)",
+    }
+    assert sim.noise == []
+
+
+def test_a_request_id_holding_a_lone_surrogate_is_answered_with_a_null_id(refusing: Sim) -> None:
+    sim = refusing
+    before = len(sim.frames)
+    for subtype in ("frobnicate", "snapshot"):
+        request = {"type": "control_request", "request_id": "\ud800", "request": {}}
+        request["request"] = {"subtype": subtype}
         send_escaped(sim, request)
-        assert sim.response("s1") == {
-            "subtype": "error",
-            "request_id": "s1",
-            "error": "control: invalid string (lone surrogate)",
-        }
-        sim.send(GENERATE)
-        sim.until_done()
-        sim.rest()
-        assert sim.wait() == 0
-        assert sim.noise == []
-        assert sim.event_lines == reference_lines("generate", [GENERATE])
-
-
-def test_a_request_id_holding_a_lone_surrogate_is_answered_with_a_null_id() -> None:
-    with Sim.start("generate") as sim:
-        sim.next_event()
-        for subtype in ("frobnicate", "snapshot"):
-            request = {"type": "control_request", "request_id": "\ud800", "request": {}}
-            request["request"] = {"subtype": subtype}
-            send_escaped(sim, request)
-        assert sim.ok("snapshot")["command"] == "generate"  # still alive, still answering
-        sim.send(GENERATE)
-        sim.until_done()
-        sim.rest()
-        assert sim.wait() == 0
-        assert sim.noise == []
-        refused = {
-            "subtype": "error",
-            "request_id": None,
-            "error": "control: invalid string (lone surrogate)",
-        }
-        assert [f["response"] for f in sim.frames[:2]] == [refused, refused]
-        assert len(sim.frames) == 3  # one answer a request
+    assert sim.ok("snapshot")["command"] == "generate"  # still alive, still answering
+    assert sim.noise == []
+    refused = {
+        "subtype": "error",
+        "request_id": None,
+        "error": "control: invalid string (lone surrogate)",
+    }
+    frames = sim.frames[before:]
+    assert [f["response"] for f in frames[:2]] == [refused, refused]
+    assert len(frames) == 3  # one answer a request
 
 
 def test_control_frames_never_change_the_event_bytes() -> None:

@@ -173,8 +173,20 @@ def test_a_socket_peer_that_resets_with_requests_pending_is_not_a_word_on_stderr
 
 # -- a peer that never reads -----------------------------------------------------------
 
-UNREAD = 40_000
-"""Requests a peer sends without reading a response."""
+UNREAD = 16_000
+"""Requests a peer on stdin sends without reading a response: ~1.3 MB, of which the
+stdin pipe and one read (128 KiB) go in before it is held back, under half the quarter
+the test allows; their answers, kept, would take some 20 MB, four times :data:`BOUND_KB`."""
+
+UNREAD_SOCKET = 26_000
+"""The same on a socket (~2 MB), whose peer keeps its own send buffer small
+(:data:`PEER_SNDBUF`): what goes in before it is held back is then the simulator's
+(its read buffer, and the requests whose answers fill its outbound queue and its send
+buffer: ~270 KiB), about half the quarter the test allows."""
+
+PEER_SNDBUF = 4096
+"""The socket peer's send buffer (the kernel doubles it): what it holds is not the
+simulator's, and a small one proves the point with fewer requests."""
 
 BOUND_KB = 5 * 1024
 
@@ -269,10 +281,11 @@ def test_unread_responses_on_stdin_hold_the_peer_back_not_the_memory() -> None:
 def test_unread_responses_on_a_socket_hold_the_peer_back_not_the_memory(
     sock_path: str,
 ) -> None:
-    payload = memoryview(requests(UNREAD))
+    payload = memoryview(requests(UNREAD_SOCKET))
     with Sim.start("generate", speed=1, control=f"unix:{sock_path}") as sim:
         sim.next_event()
         peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PEER_SNDBUF)
         deadline = time.monotonic() + 10
         while peer.connect_ex(sock_path) != 0:
             assert time.monotonic() < deadline, "no socket"
@@ -289,7 +302,7 @@ def test_unread_responses_on_a_socket_hold_the_peer_back_not_the_memory(
             with Remote(sock_path) as other:  # another peer is not held back
                 assert other.snapshot()["command"] == "generate"
             fd = peer.fileno()
-            assert send_rest_and_count(fd, payload[sent:], fd, UNREAD) == UNREAD
+            assert send_rest_and_count(fd, payload[sent:], fd, UNREAD_SOCKET) == UNREAD_SOCKET
         with Remote(sock_path) as other:
             other.resume()  # the last request may have paused it
             other.set_speed(0)
@@ -306,10 +319,10 @@ def test_responses_held_behind_a_split_pause_hold_stdin_back() -> None:
     payload = memoryview(b"".join(frame % n for n in range(count)))
     with Sim.start("config", speed=1) as sim:
         sim.next_event()
-        split = {"kind": "split", "pieces": 2, "pause": 4.0}
+        split = {"kind": "split", "pieces": 2, "pause": 3.0}
         assert sim.ok("inject", fault=split) == {"injected": "fault"}
-        sim.send({"type": "nope"})  # its event: half of it, then a 4 s pause
-        time.sleep(0.3)
+        sim.send({"type": "nope"})  # its event: half of it, then a 3 s pause
+        assert sim.partial().startswith(b'{"vm":')
         assert sim.popen.stdin is not None and sim.popen.stdout is not None
         sent = push_until_held(sim.popen.stdin.fileno(), payload, seconds=1.0)
         assert sent < len(payload) // 4, "stdin was read all the same"

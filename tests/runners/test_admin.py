@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from simulator.control import Conn, ControlError
+from simulator.core.secrets import Secrets
 from simulator.launch import build_session
-from simulator.runners.admin import connect, install
+from simulator.runners.admin import _unmarked, connect, install
 from simulator.runners.aio import Channel, Hub
 from simulator.scenario.failures import Failure
 from simulator.tools.journal import read as read_journal
@@ -336,6 +337,28 @@ def test_no_answer_holds_a_key_however_it_came() -> None:
         admin.close()
 
     run(main)
+
+
+@pytest.mark.parametrize(
+    ("result", "unmarked"),
+    [
+        ({"command": "config", "vm": {"state": "editing", "n": [1, 2.5, None]}}, True),
+        ({"llm_api_key": ""}, False),  # a name: "_k"
+        ({"LLM_API_\u212aEY": "x"}, False),  # with the Kelvin sign Go folds into k
+        ({"json_key": "a_Key", "value": "x"}, False),
+        ({"note": "sk-known-1 in a sentence"}, False),  # a value looked for
+        ({"note": "a \\ backslash"}, False),  # an escape may spell anything
+        ({"note": "\n"}, False),
+        ({"note": "\ud800"}, False),  # msgspec does not write it: the walk judges
+        ({1.5: "x"}, True),
+        ({(1,): "x"}, False),
+    ],
+)
+def test_an_answer_with_no_mark_of_a_key_is_left_as_it_is(result: Any, unmarked: bool) -> None:
+    secrets = Secrets(["sk-known-1"])
+    assert _unmarked(secrets, result) is unmarked
+    if unmarked:
+        assert secrets.redact(result) == result  # what the walk would have given
 
 
 def test_a_connected_peer_gets_no_key_even_in_what_the_conn_echoes() -> None:

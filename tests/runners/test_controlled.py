@@ -115,6 +115,32 @@ def test_serve_over_stdio_separates_frames_from_events() -> None:
     assert events[-1]["done"] is True and events[-1]["vm"]["done_total"] == 16
 
 
+def test_stdin_is_watched_only_while_input_is_awaited() -> None:
+    """While the loop holds what was read (behind a split event's pause: ``_unheld``),
+    input waiting on stdin wakes nothing: the loop does not watch it meanwhile."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        reads = controlled._reads(read_fd, lambda: True)
+        try:
+            os.write(write_fd, b"one\n")
+            assert await anext(reads) == b"one\n"
+            os.write(write_fd, b"two\n")  # comes while the first is held
+            assert loop.remove_reader(read_fd) is False  # not watched meanwhile
+            assert await anext(reads) == b"two\n"
+        finally:
+            os.close(write_fd)
+        try:
+            assert await anext(reads) == b""  # the end of input
+            assert loop.remove_reader(read_fd) is False
+        finally:
+            await reads.aclose()
+            os.close(read_fd)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
 @pytest.fixture
 def short_dir() -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="zsa-")

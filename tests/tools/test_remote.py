@@ -37,7 +37,10 @@ class Process:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
         self._out = bytearray()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        """Held to read or add to what came; notified when more came."""
+        self._events: list[dict[str, Any]] = []
+        self._parsed = 0  # the bytes of _out whose events are in _events
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -45,26 +48,48 @@ class Process:
         assert self.popen.stdout is not None
         fd = self.popen.stdout.fileno()
         while data := os.read(fd, 1 << 16):
-            with self._lock:
+            with self._changed:
                 self._out += data
+                self._changed.notify_all()
 
     @property
     def lines(self) -> list[bytes]:
-        with self._lock:
+        with self._changed:
             return bytes(self._out).splitlines(keepends=True)
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.lines if line.startswith(b'{"vm":')]
+        """The events so far (each line decoded once)."""
+        with self._changed:
+            end = self._out.rfind(b"\n") + 1
+            for line in bytes(self._out[self._parsed : end]).splitlines():
+                if line.startswith(b'{"vm":'):
+                    self._events.append(json.loads(line))
+            self._parsed = max(self._parsed, end)
+            return list(self._events)
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10) -> Any:
+        """The first event, so far or to come, that satisfies ``predicate``."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for event in self.events:
+        seen = 0
+        while True:
+            events = self.events
+            for event in events[seen:]:
                 if predicate(event):
                     return event
-            time.sleep(0.01)
-        raise AssertionError(f"no such event in {timeout} s; states {self.states()}")
+            seen = len(events)
+            with self._changed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no such event in {timeout} s; states {self.states()}")
+                if self._out.rfind(b"\n") < self._parsed:  # no whole line unread
+                    self._changed.wait(remaining)
+
+    def wait_past(self, count: int, timeout: float = 10) -> None:
+        """Wait until more than ``count`` lines have come."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._out.count(b"\n") > count, timeout):
+                raise AssertionError(f"no line past the first {count} in {timeout} s")
 
     def states(self) -> list[str]:
         return [event["vm"].get("state", "") for event in self.events]
@@ -110,6 +135,20 @@ def spawn(sock: str) -> Iterator[Callable[..., Process]]:
         process.kill()
 
 
+@pytest.fixture(scope="module")
+def at_gate() -> Iterator[str]:
+    """The socket of one generate process at its first gate, shared by the tests below
+    that only ask it things (a refused request, a pause undone, changes nothing)."""
+    folder = tempfile.mkdtemp(prefix="zsr-")
+    path = os.path.join(folder, "c.sock")
+    process = Process(path, "generate")
+    try:
+        yield path
+    finally:
+        process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 APPROVER = """
 [world.login]
 approver = "control"
@@ -149,9 +188,8 @@ def test_connect_gives_up_when_nobody_listens(sock: str) -> None:
     assert time.monotonic() - began < 5
 
 
-def test_a_request_connects_on_first_use(sock: str, spawn: Callable[..., Process]) -> None:
-    spawn("generate")
-    remote = Remote(sock)
+def test_a_request_connects_on_first_use(at_gate: str) -> None:
+    remote = Remote(at_gate)
     try:
         assert remote.snapshot()["waiting_for"] == ["select_action", "cancel", "quit"]
     finally:
@@ -191,9 +229,8 @@ def test_inject_takes_exactly_one_of_failure_and_fault(sock: str) -> None:
         remote.inject(failure={"point": "page"}, fault={"kind": "hang"})
 
 
-def test_errors_come_back_as_remote_errors(sock: str, spawn: Callable[..., Process]) -> None:
-    spawn("generate")
-    with Remote(sock) as remote:
+def test_errors_come_back_as_remote_errors(at_gate: str) -> None:
+    with Remote(at_gate) as remote:
         with pytest.raises(RemoteError, match=r"^set_speed takes a number >= 0, got -1$"):
             remote.set_speed(-1)
         with pytest.raises(RemoteError, match="'sun' is not one of the allowed values"):
@@ -213,6 +250,8 @@ def test_pause_and_resume(sock: str, spawn: Callable[..., Process]) -> None:
         assert len(process.lines) == count
         assert remote.snapshot()["paused"] is True
         assert remote.resume()["paused"] is False
+        process.wait_past(count, timeout=2)  # released
+        assert remote.set_speed(0) == {"speed": 0.0}  # the rest at once
         process.wait_for(lambda e: e["done"])
     assert process.finish() == 0
 
@@ -228,9 +267,8 @@ def test_quit_then_the_connection_is_closed(sock: str, spawn: Callable[..., Proc
     assert not os.path.exists(sock)
 
 
-def test_two_remotes_on_one_simulator(sock: str, spawn: Callable[..., Process]) -> None:
-    spawn("generate")
-    with Remote(sock) as one, Remote(sock) as two:
+def test_two_remotes_on_one_simulator(at_gate: str) -> None:
+    with Remote(at_gate) as one, Remote(at_gate) as two:
         assert one.pause()["paused"] is True
         assert two.snapshot()["paused"] is True
         assert two.resume()["paused"] is False
@@ -280,9 +318,8 @@ def test_without_on_authorize_the_login_fails_with_the_reason(
     assert process.finish() == 0
 
 
-def test_serve_returns_at_its_deadline(sock: str, spawn: Callable[..., Process]) -> None:
-    spawn("generate")
-    with Remote(sock) as remote:
+def test_serve_returns_at_its_deadline(at_gate: str) -> None:
+    with Remote(at_gate) as remote:
         began = time.monotonic()
         remote.serve(0.3)
         assert 0.25 <= time.monotonic() - began < 3
