@@ -1,29 +1,21 @@
 """Every fenced Python and shell example of README.md and docs/*.md runs, and passes.
 
-Owns: finding the examples (the files are walked on every run: a new doc or block is
-picked up without editing this module) and running each one as a reader would. A block
-is an example by its info string: ``python``/``py`` (a pytest module when it defines a
-``test_`` function, else a script), ``sh``/``shell``/``bash`` (a script), ``console``
-(a transcript: its ``$ `` lines are the commands; the output shown, elided with
-``...``, is not compared). Each runs in a fresh short directory (work, HOME, TMPDIR),
-with this package's scripts (``zread``, ``zread-sim``, ``python``) first on PATH and
-no ``ZREAD_SIM_*`` variable from outside, within a time limit, and its process group
-is killed at the end:
+Owns: running each example (tests/docblocks.py finds them, and reads the marks) as a
+reader would. Each runs in a fresh short directory (work, HOME, TMPDIR), with this
+package's scripts (``zread``, ``zread-sim``, ``python``) first on PATH and no
+``ZREAD_SIM_*`` variable from outside, within a time limit, and its process group is
+killed at the end:
 
-- a script with this interpreter, exit 0; a pytest module with ``python -m pytest`` in
-  a subprocess loading only this package's plugin, every test passing;
+- a script, exit 0, and a pytest module, loading only this package's plugin, every test
+  passing: each in a process of its own forked from one that imported pytest and the
+  simulator once (tests/forkserver.py), as ``python SCRIPT`` and ``python -m pytest``
+  run them but for the start-up;
 - a shell block with ``bash -e -o pipefail``, exit 0;
 - a transcript in one bash, each command exiting 0 or 1 (the tools' "found
   something": violations, a figure below the bar); 2 and above is a mistake or a crash.
 
-No example's output may hold a Python traceback. The marks, an HTML comment right
-above a fence:
-
-- ``<!-- not run: REASON -->``: the block cannot run here (it installs the project,
-  say); its test is skipped with REASON, so ``-ra`` lists them all. A mark with no
-  reason, or on a block that is not an example, fails.
-- ``<!-- file: NAME -->``: the block is the file NAME, written into the directory of
-  every example of its doc (a journal a transcript reads, tests ``pytest`` collects).
+No example's output may hold a Python traceback. A block marked ``not run`` is skipped
+with its reason; a misplaced mark fails here.
 
 Also here: the README's set-up block (the install is not run; the command after it
 is, fed the line the README says to type) and its scenario example, which loads.
@@ -40,7 +32,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterator
@@ -50,97 +41,24 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.docblocks import (
+    ALL,
+    EXAMPLES,
+    LOOKS_RUNNABLE,
+    ROOT,
+    RUNNABLE,
+    SHELL,
+    TEST,
+    Block,
+    bad_marks,
+    docs,
+    misplaced_marks,
+    parse,
+)
+from tests.forkserver import ForkServer
+
 BIN = Path(sysconfig.get_path("scripts"))
 TIMEOUT = 45.0  # seconds for one example, below the suite's per-test limit
-
-PYTHON = ("python", "py")
-SHELL = ("sh", "shell", "bash")
-CONSOLE = ("console",)
-RUNNABLE = PYTHON + SHELL + CONSOLE
-# Info strings that would be code a reader runs, but that no rule here runs: a block
-# with one fails, so it is renamed to a kind above (or to text) rather than skipped.
-LOOKS_RUNNABLE = ("python3", "pycon", "pytb", "ipython", "zsh", "shell-session", "bash-session")
-
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
-_MARK = re.compile(r"^<!--\s*(?P<kind>not run|file)\s*:(?P<value>.*?)-->\s*$")
-_TEST = re.compile(r"^def test_\w+", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Block:
-    """One fenced block of a doc."""
-
-    doc: str  # the path from the repository's root
-    line: int  # the line of its opening fence, from 1
-    info: str  # the first word of the info string, lower case
-    text: str
-    not_run: str | None  # the reason of a `not run` mark, "" when it gives none
-    file: str | None  # the name of a `file` mark
-
-    @property
-    def where(self) -> str:
-        return f"{self.doc}:{self.line}"
-
-    @property
-    def kind(self) -> str:
-        if self.info in PYTHON:
-            return "pytest" if _TEST.search(self.text) else "script"
-        if self.info in SHELL:
-            return "shell"
-        return "console" if self.info in CONSOLE else "other"
-
-
-def docs() -> list[Path]:
-    """README.md and every docs/*.md, in a stable order."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-
-def marks_above(lines: list[str], index: int) -> dict[str, str]:
-    """The marks on the lines right above line ``index`` (the nearest wins)."""
-    found: dict[str, str] = {}
-    while index > 0 and (mark := _MARK.match(lines[index - 1].strip())):
-        found.setdefault(mark["kind"], mark["value"].strip())
-        index -= 1
-    return found
-
-
-def parse(path: Path, root: Path = ROOT) -> list[Block]:
-    """Every fenced block of one markdown file."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    doc = path.relative_to(root).as_posix()
-    blocks: list[Block] = []
-    index = 0
-    while index < len(lines):
-        opening = _FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        fence, indent = opening["fence"], len(opening["indent"])
-        close = re.compile(rf"^[ \t]*{fence[0]}{{{len(fence)},}}\s*$")
-        end = index + 1
-        while end < len(lines) and not close.match(lines[end]):
-            end += 1
-        body = [
-            line[indent:] if line[:indent].isspace() else line for line in lines[index + 1 : end]
-        ]
-        marks = marks_above(lines, index)
-        blocks.append(
-            Block(
-                doc=doc,
-                line=index + 1,
-                info=opening["info"].lower(),
-                text="\n".join(body) + "\n",
-                not_run=marks.get("not run"),
-                file=marks.get("file"),
-            )
-        )
-        index = end + 1
-    return blocks
-
-
-ALL = [block for path in docs() for block in parse(path)]
-EXAMPLES = [block for block in ALL if block.info in RUNNABLE]
 
 
 # -- the walk and the marks -----------------------------------------------------------------
@@ -161,32 +79,6 @@ def test_the_walk_finds_examples_of_every_kind() -> None:
 def test_no_block_of_code_escapes_the_walk() -> None:
     missed = [f"{b.where} ({b.info})" for b in ALL if b.info in LOOKS_RUNNABLE]
     assert not missed, f"blocks no rule runs; use one of {', '.join(RUNNABLE)}: {missed}"
-
-
-def misplaced_marks(path: Path, root: Path = ROOT) -> Iterator[str]:
-    """The marks of one doc, outside its blocks, that are not right above a fence."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    blocks = parse(path, root)
-    starts = {block.line - 1 for block in blocks}
-    inside = {i for b in blocks for i in range(b.line, b.line + b.text.count("\n") + 1)}
-    for index, line in enumerate(lines):
-        if index in inside or not re.search(r"<!--\s*(not run|file)\b", line):
-            continue
-        below = index + 1
-        while below < len(lines) and _MARK.match(lines[below].strip()):
-            below += 1
-        if not _MARK.match(line.strip()) or below not in starts:
-            where = f"{path.relative_to(root).as_posix()}:{index + 1}"
-            yield f"{where}: a mark is one comment right above a fence"
-
-
-def bad_marks(block: Block) -> Iterator[str]:
-    if block.not_run is not None and not block.not_run:
-        yield f"{block.where}: `not run` gives no reason"
-    if block.not_run is not None and block.info not in RUNNABLE:
-        yield f"{block.where}: `not run` on a block that is not an example"
-    if block.file is not None and not re.fullmatch(r"[\w.-]+", block.file):
-        yield f"{block.where}: `file` names no plain file: {block.file!r}"
 
 
 def test_every_mark_sits_on_a_block_and_gives_its_reason() -> None:
@@ -216,14 +108,22 @@ class Ran:
         return f"exit {self.code}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-4000:]}"
 
 
-@pytest.fixture
-def place() -> Iterator[Path]:
+@contextlib.contextmanager
+def new_place() -> Iterator[Path]:
     """A short fresh directory (a Unix socket's path under it must stay short)."""
     root = Path(tempfile.mkdtemp(prefix="zdoc-"))
     for name in ("work", "home", "tmp"):
         (root / name).mkdir()
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def place() -> Iterator[Path]:
+    with new_place() as root:
+        yield root
 
 
 def plugin() -> str:
@@ -289,7 +189,23 @@ def console_script(text: str) -> str:
     return "set -o pipefail\n" + "".join(steps)
 
 
-def run_block(block: Block, root: Path) -> None:
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ForkServer]:
+    """The fork server of the module's scripts and pytest modules, started as they are."""
+    with new_place() as root, ForkServer(environment(root), root / "work") as server:
+        yield server
+
+
+def run_forked(forks: ForkServer, kind: str, argv: list[str], root: Path) -> Ran:
+    """``argv`` in a child of the fork server, as :func:`run` runs a process."""
+    forked = forks.run(kind, argv, root / "work", environment(root), TIMEOUT, root)
+    ran = Ran(-9 if forked.code is None else forked.code, forked.out, forked.err)
+    if forked.code is None:
+        pytest.fail(f"still running after {TIMEOUT:.0f} s\n{ran.report()}")
+    return ran
+
+
+def run_block(block: Block, root: Path, forks: ForkServer) -> None:
     work = root / "work"
     for other in ALL:
         if other.doc == block.doc and other.file is not None:
@@ -297,17 +213,14 @@ def run_block(block: Block, root: Path) -> None:
     name = f"example_{block.line}"
     if block.kind == "pytest":
         (work / f"test_{name}.py").write_text(block.text, encoding="utf-8")
-        ran = run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{name}.py"],
-            root,
-        )
-        wanted = len(_TEST.findall(block.text))
+        ran = run_forked(forks, "pytest", ["-q", "-p", "no:cacheprovider", f"test_{name}.py"], root)
+        wanted = len(TEST.findall(block.text))
         assert ran.code == 0, ran.report()
         assert re.search(rf"^{wanted} passed in", ran.out, re.MULTILINE), ran.report()
         return
     if block.kind == "script":
         (work / f"{name}.py").write_text(block.text, encoding="utf-8")
-        ran = run([sys.executable, f"{name}.py"], root)
+        ran = run_forked(forks, "script", [f"{name}.py"], root)
     elif block.kind == "shell":
         (work / f"{name}.sh").write_text(block.text, encoding="utf-8")
         ran = run(["bash", "-e", "-o", "pipefail", f"{name}.sh"], root)
@@ -319,10 +232,10 @@ def run_block(block: Block, root: Path) -> None:
 
 
 @pytest.mark.parametrize("block", EXAMPLES, ids=[block.where for block in EXAMPLES])
-def test_the_example_runs(block: Block, place: Path) -> None:
+def test_the_example_runs(block: Block, place: Path, forks: ForkServer) -> None:
     if block.not_run is not None:
         pytest.skip(f"{block.where} not run: {block.not_run}")
-    run_block(block, place)
+    run_block(block, place, forks)
 
 
 SAMPLE = """# A doc

@@ -753,7 +753,7 @@ def test_two_hundred_trickling_peers_do_not_hold_up_a_get(site: FakeSite) -> Non
 
 
 def test_trickling_peers_are_dropped_at_their_deadline(site: FakeSite) -> None:
-    timeout = 2.0
+    timeout = 1.0  # ten trickled bytes each before it
     with WikiServer(site, port=0, request_timeout=timeout) as running:
         peers = Trickle(running.port, 200)
         try:

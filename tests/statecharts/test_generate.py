@@ -1738,10 +1738,11 @@ def test_every_event_shows_the_tasks_as_they_are(scenario: str, pages: int) -> N
     while True:
         for line in lines:
             tasks = session.driver.vm.pages.tasks
+            event = json.loads(line)
             fresh = msgspec.json.encode(list(tasks)).decode()
-            assert json.loads(line)["vm"]["pages"]["tasks"] == json.loads(fresh)
+            assert event["vm"]["pages"]["tasks"] == json.loads(fresh)
             checked += 1
-            answer = client.answer(json.loads(line))
+            answer = client.answer(event)
             if answer is not None and not session.done:
                 lines = session.feed(answer.rstrip(b"\n"))
                 break

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml  # noqa: F401 - see below
 
 from simulator.tools.paths import PathsError, main, paths, pytest_module
 from simulator.tools.paths_search import Case
@@ -17,6 +18,9 @@ from statecharts import COMMANDS
 from tests.tools.pathcases import cases_of
 
 pytest_plugins = ["pytester"]
+# PyYAML is imported before the inline runs below: pytester takes out of sys.modules what
+# a run imported, while simulator.formats.yamlv3 keeps the classes of its first import,
+# so a later `import yaml` would raise errors the module no longer catches.
 
 
 def test_paths_by_name_are_the_cases_the_search_finds() -> None:
@@ -52,8 +56,8 @@ def test_main_writes_json_lines_or_a_module(
     assert main(["config"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["name"] for line in lines] == [c.name for c in cases_of("config")]
-    out = tmp_path / "test_generate_paths.py"
-    assert main(["generate", "--format", "pytest", "--out", str(out)]) == 0
+    out = tmp_path / "test_config_paths.py"
+    assert main(["config", "--format", "pytest", "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     compile(text, str(out), "exec")
     assert "def test_path(zread_sim" in text

@@ -55,7 +55,8 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_progress_is_one_redrawn_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["generate", "--concurrency", "3", "--duration", "0.7", "--progress", "--", "-y"])
+    argv = ["generate", "--concurrency", "3", "--duration", "0.7", "--workers", "1", "--progress"]
+    code = main([*argv, "--", "-y"])
     assert code == 0
     err = capsys.readouterr().err
     assert err.startswith("\r") and err.endswith("\n") and err.count("\n") == 1

@@ -3,7 +3,8 @@
 Every run here is real: sessions on an asyncio loop in real time (at a high speed
 factor). What a load run counts is checked against the same sessions run in virtual
 time with the same reference client. Timing figures are only checked for sanity,
-never against a bound.
+never against a bound. Every run is one loop in this process (one worker): the runs
+split over worker processes are test_workers.py's.
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from simulator.scenario import load_scenario
 from simulator.tools.load import Histogram, LoadConfig, main, run
 from simulator.tools.load.inprocess import InProcess
 
-from .helpers import assert_sane_lateness, load, virtual_transcript
+from .helpers import assert_sane_lateness, virtual_transcript
+from .helpers import load as load_any
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def load(tmp_path: Path, command: str, *argv: str) -> tuple[int, dict[str, Any]]:
+    """``load`` on one event loop in this process."""
+    return load_any(tmp_path, command, "--workers", "1", *argv)
 
 
 def test_in_process_sessions_complete_with_a_consistent_summary(
@@ -73,7 +80,8 @@ def test_a_gate_is_answered_by_the_reference_client(tmp_path: Path) -> None:
     # Without -y, every generate session waits at select_action until answered. The
     # argv may start with "load", as the simulator's command line passes it on.
     path = tmp_path / "summary.json"
-    argv = ["load", "generate", "--sessions", "4", "--speed", "0.02", "--json", str(path)]
+    argv = ["load", "generate", "--sessions", "4", "--speed", "0.02", "--workers", "1"]
+    argv += ["--json", str(path)]
     assert main(argv) == 0
     summary = json.loads(path.read_text())
     assert summary["completed"] == 4
@@ -144,11 +152,11 @@ def test_a_session_that_stalls_times_out(tmp_path: Path) -> None:
     scenario = tmp_path / "deaf.toml"
     scenario.write_text('[[faults]]\nkind = "stop_reading"\nafter_event = 1\n')
     code, summary = load(
-        tmp_path, "generate", "--sessions", "2", "--scenario", str(scenario), "--timeout", "0.6"
+        tmp_path, "generate", "--sessions", "2", "--scenario", str(scenario), "--timeout", "0.3"
     )
     assert code == 1
     assert summary["errors"] == 2 and summary["completed"] == 0
-    assert "no done:true within 0.6 s" in summary["error_messages"][0]
+    assert "no done:true within 0.3 s" in summary["error_messages"][0]
     assert [s["events"] for s in summary["per_session"]] == [1, 1]
 
 
@@ -174,7 +182,7 @@ def test_a_session_that_starts_late_counts_its_delay() -> None:
 
 
 def test_sessions_are_created_when_due_on_the_ramp() -> None:
-    config = LoadConfig(command="version", sessions=4, speed=0.0, ramp=2.0, workers=1)
+    config = LoadConfig(command="version", sessions=4, speed=0.0, ramp=0.8, workers=1)
     runner = InProcess(config, load_scenario("default"), None)
     seen: list[int] = []
 
@@ -182,12 +190,12 @@ def test_sessions_are_created_when_due_on_the_ramp() -> None:
         task = asyncio.create_task(runner.run())
         for _ in range(5):
             await asyncio.sleep(0)
-        seen.append(runner.stats.started)  # session 1 is due half a second later
+        seen.append(runner.stats.started)  # session 1 is due 0.2 s later
         return await task
 
     summary = asyncio.run(run())
     assert seen == [1]
-    assert [s["scheduled"] for s in summary["per_session"]] == [0.0, 0.5, 1.0, 1.5]
+    assert [s["scheduled"] for s in summary["per_session"]] == [0.0, 0.2, 0.4, 0.6]
     for session in summary["per_session"]:
         assert session["start"] >= session["scheduled"]
         lateness = max(0.0, session["start"] - session["scheduled"]) * 1e3
@@ -205,12 +213,12 @@ def test_memory_is_per_session_live_at_the_rss_peak() -> None:
 
 
 def test_the_hub_reports_its_wake_ups() -> None:
-    summary = run(LoadConfig(command="generate", args=["-y"], sessions=10, speed=0.1))
+    summary = run(LoadConfig(command="generate", args=["-y"], sessions=10, speed=0.1, workers=1))
     assert summary["hub_wakeups"] > 0
 
 
 def test_the_hub_wakes_at_most_once_per_timer_event() -> None:
-    summary = run(LoadConfig(command="generate", args=["-y"], sessions=20, speed=0.2))
+    summary = run(LoadConfig(command="generate", args=["-y"], sessions=20, speed=0.1, workers=1))
     assert summary["hub_wakeups"] <= summary["lateness_ms"]["timer_events"]
 
 
@@ -262,7 +270,7 @@ def test_split_writes_are_joined_into_the_lines_virtual_time_writes(tmp_path: Pa
     scenario = tmp_path / "split.toml"
     scenario.write_text('[[faults]]\nkind = "split"\npieces = 3\npause = 0.0\n')
     config = LoadConfig(
-        command="generate", args=["-y"], sessions=3, speed=0.02, scenario=str(scenario)
+        command="generate", args=["-y"], sessions=3, speed=0.02, scenario=str(scenario), workers=1
     )
     summary = run(config)
     assert summary["completed"] == 3 and summary["errors"] == 0
@@ -290,7 +298,7 @@ def test_a_broken_transport_is_an_error_naming_what_broke(
     scenario = tmp_path / "broken.toml"
     scenario.write_text(f"[[faults]]\n{fault}\n")
     config = LoadConfig(
-        command="generate", args=["-y"], sessions=2, speed=0.02, scenario=str(scenario)
+        command="generate", args=["-y"], sessions=2, speed=0.02, scenario=str(scenario), workers=1
     )
     summary = run(config)
     assert summary["errors"] == 2 and summary["completed"] == 0

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from simulator.tools.load import (
+    MAX_MESSAGES,
     TICK,
     Histogram,
     LoadConfig,
@@ -98,6 +99,15 @@ def test_error_messages_of_hosts_say_which_host() -> None:
         "west: session 0: exit code 3",
         "west: session 1: exit code 3",
     ]
+
+
+def test_the_merged_error_messages_are_bounded_and_the_count_has_them_all() -> None:
+    # Each worker keeps its first MAX_MESSAGES; the merge keeps the first of them all.
+    parts = [part([], live=1, events=1, errors=15), part([], live=1, events=1, errors=15)]
+    merged = merge(parts, ["worker 0", "worker 1"], "workers")
+    assert merged["errors"] == 30
+    assert len(merged["error_messages"]) == MAX_MESSAGES == 20
+    assert merged["error_messages"][14:16] == ["session 14: exit code 3", "session 0: exit code 3"]
 
 
 def test_a_part_without_lateness_leaves_the_others() -> None:

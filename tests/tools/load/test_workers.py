@@ -70,17 +70,28 @@ def test_run_uses_workers_unless_told_one() -> None:
     assert single["workers"] == 1 and "parts" not in single
 
 
-def test_the_duration_stops_every_worker() -> None:
-    config = LoadConfig(command="generate", args=["-y"], concurrency=4, duration=0.4, workers=2)
-    summary = asyncio.run(Workers(config, 2, None).run())
+@pytest.fixture(scope="module")
+def timed_run() -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
+    """A run of two workers for 1.2 s (no generate ends that soon at speed 1): its
+    summary, and the progress drawn meanwhile."""
+    seen: list[tuple[int, dict[str, Any]]] = []
+    config = LoadConfig(command="generate", args=["-y"], concurrency=4, duration=1.2, workers=2)
+    summary = asyncio.run(Workers(config, 2, lambda n, p: seen.append((n, p))).run())
+    return summary, seen
+
+
+def test_the_duration_stops_every_worker(
+    timed_run: tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]],
+) -> None:
+    summary, _ = timed_run
     assert summary["sessions"] == summary["interrupted"] == 4
     assert summary["errors"] == summary["completed"] == 0
 
 
-def test_progress_is_drawn_from_every_worker() -> None:
-    seen: list[tuple[int, dict[str, Any]]] = []
-    config = LoadConfig(command="generate", args=["-y"], concurrency=4, duration=1.2, workers=2)
-    summary = asyncio.run(Workers(config, 2, lambda n, p: seen.append((n, p))).run())
+def test_progress_is_drawn_from_every_worker(
+    timed_run: tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]],
+) -> None:
+    summary, seen = timed_run
     assert seen and all(set(point) == {"t", "live", "events_per_s", "p99_ms"} for _, point in seen)
     assert max(point["live"] for _, point in seen) <= 4
     assert summary["sessions"] == 4
