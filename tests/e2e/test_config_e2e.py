@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -165,24 +166,43 @@ BAD_UPDATES = [
 ]
 
 
-@pytest.mark.parametrize(("fields", "mentions"), BAD_UPDATES)
-def test_update_fields_is_all_or_nothing(fields: dict[str, Any], mentions: str | None) -> None:
+EDITED = {**INITIAL, "llm_provider": "openai", "language": "de"}
+
+
+@pytest.fixture(scope="module")
+def editing() -> Iterator[Proc]:
+    """One config process made dirty (provider openai, language de), shared by the
+    rejected updates below: each leaves the values as they were, so every case starts
+    from the same vm. When the module is done with it, it quits cleanly with them."""
     with Proc("config") as p:
         p.read_event()
-        # Make the session dirty first: a rejected line must keep that vm byte for byte.
+        # Dirty first: a rejected line must keep that vm byte for byte.
         p.send(update({"llm_provider": "openai"}))
-        before = p.read_event()
-        assert before["vm"]["dirty"] is True
-        error = p.reject(update(fields), prefix="invalid params: ")
-        if mentions:
-            assert mentions in error
-        # Nothing changed: a good update still starts from the pre-rejection values.
+        assert p.read_event()["vm"]["dirty"] is True
         p.send(update({"language": "de"}))
-        after = p.read_event()
-        assert values(after) == {**INITIAL, "llm_provider": "openai", "language": "de"}
+        assert values(p.read_event()) == EDITED
+        yield p
         p.send({"type": "quit"})
-        p.read_until_done()
+        done = p.read_until_done()
+        assert values(done) == EDITED and done["vm"]["saved"] is False
         p.finish()
+
+
+@pytest.mark.parametrize(("fields", "mentions"), BAD_UPDATES)
+def test_update_fields_is_all_or_nothing(
+    editing: Proc, fields: dict[str, Any], mentions: str | None
+) -> None:
+    p = editing
+    before = p.events[-1]
+    assert before["vm"]["dirty"] is True and values(before) == EDITED
+    error = p.reject(update(fields), prefix="invalid params: ")
+    if mentions:
+        assert mentions in error
+    # Nothing changed: a good update still starts from the pre-rejection values.
+    p.send(update({"language": "de"}))
+    after = p.read_event()
+    assert after["error"] == "", after
+    assert values(after) == EDITED
 
 
 @pytest.mark.parametrize(
@@ -309,38 +329,52 @@ def test_command_not_allowed_names_state_editing() -> None:
         p.finish()
 
 
-@pytest.mark.parametrize("key", ["llm_provider", "llm_base_url", "llm_model", "llm_api_key"])
-def test_reload_llm_reports_an_empty_llm_field_and_clears_when_filled(key: str) -> None:
+@pytest.fixture(scope="module")
+def reloading() -> Iterator[Proc]:
+    """One config process shared by the reload_llm cases below: each empties a field
+    and fills it again, so each ends where it began, the vm of the first event (which
+    each asserts). When the module is done with it, it quits cleanly."""
     with Proc("config") as p:
-        first = p.read_event()
-        p.send({"type": "reload_llm"})
-        ok = p.read_event()
-        assert ok["vm"]["error"] == ""
-        assert ok["error"] == ""
-        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
-        assert ok["waiting_for"] == WAITING_FOR
-
-        p.send(update({key: ""}))
-        emptied = p.read_event()
-        assert emptied["error"] == ""
-        assert emptied["vm"]["dirty"] is True
-        p.send({"type": "reload_llm"})
-        broken = p.read_event()
-        assert broken["error"] == "", "reload_llm is accepted; the problem is in vm.error"
-        assert broken["done"] is False
-        assert broken["waiting_for"] == WAITING_FOR
-        assert key in broken["vm"]["error"]
-        assert values(broken)[key] == ""
-
-        p.send(update({key: values(first)[key]}))
         p.read_event()
-        p.send({"type": "reload_llm"})
-        fixed = p.read_event()
-        assert fixed["vm"]["error"] == ""
-        assert fixed["vm"]["dirty"] is False
+        yield p
         p.send({"type": "quit"})
-        p.read_until_done()
+        done = p.read_until_done()
+        assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0]), done
         p.finish()
+
+
+@pytest.mark.parametrize("key", ["llm_provider", "llm_base_url", "llm_model", "llm_api_key"])
+def test_reload_llm_reports_an_empty_llm_field_and_clears_when_filled(
+    reloading: Proc, key: str
+) -> None:
+    p = reloading
+    first = p.events[0]
+    assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0]), "each case starts where it began"
+    p.send({"type": "reload_llm"})
+    ok = p.read_event()
+    assert ok["vm"]["error"] == ""
+    assert ok["error"] == ""
+    assert vm_bytes(p.last_raw) == vm_bytes(p.raw[0])
+    assert ok["waiting_for"] == WAITING_FOR
+
+    p.send(update({key: ""}))
+    emptied = p.read_event()
+    assert emptied["error"] == ""
+    assert emptied["vm"]["dirty"] is True
+    p.send({"type": "reload_llm"})
+    broken = p.read_event()
+    assert broken["error"] == "", "reload_llm is accepted; the problem is in vm.error"
+    assert broken["done"] is False
+    assert broken["waiting_for"] == WAITING_FOR
+    assert key in broken["vm"]["error"]
+    assert values(broken)[key] == ""
+
+    p.send(update({key: values(first)[key]}))
+    p.read_event()
+    p.send({"type": "reload_llm"})
+    fixed = p.read_event()
+    assert fixed["vm"]["error"] == ""
+    assert fixed["vm"]["dirty"] is False
 
 
 def test_reload_llm_ignores_non_llm_fields() -> None:

@@ -880,10 +880,15 @@ def generate_at_once(tmp_path: Path, installs: Callable[..., Path], runs: int = 
     return project
 
 
-def test_many_generate_runs_on_one_project_leave_valid_versions(
-    tmp_path: Path, installs: Callable[..., Path]
-) -> None:
-    project = generate_at_once(tmp_path, installs)
+@pytest.fixture(scope="module")
+def four_at_once(tmp_path_factory: pytest.TempPathFactory, installs: Callable[..., Path]) -> Path:
+    """One project four runs generated at once, shared by the two tests below (they only
+    read what the runs left)."""
+    return generate_at_once(tmp_path_factory.mktemp("at-once"), installs, runs=4)
+
+
+def test_many_generate_runs_on_one_project_leave_valid_versions(four_at_once: Path) -> None:
+    project = four_at_once
     ids = versions(project)
     assert ids
     for wiki_id in ids:
@@ -892,10 +897,8 @@ def test_many_generate_runs_on_one_project_leave_valid_versions(
     assert temporary_files(project / ".zread") == []
 
 
-def test_many_generate_runs_on_one_project_each_make_a_version(
-    tmp_path: Path, installs: Callable[..., Path]
-) -> None:
-    project = generate_at_once(tmp_path, installs, runs=4)
+def test_many_generate_runs_on_one_project_each_make_a_version(four_at_once: Path) -> None:
+    project = four_at_once
     assert len(versions(project)) == 4, "each run that ends done is a version of its own"
     assert not (wiki_root(project) / "drafts").exists(), "every run's draft became its version"
 

@@ -83,11 +83,18 @@ def bin_dir(tmp_path: Path) -> Path:
     return tmp_path / "bin"
 
 
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``zread`` installed with no option, shared by the module's tests that only run
+    it (none writes beside it: its folder holds that one script)."""
+    return install(tmp_path_factory.mktemp("bin"))
+
+
 # -- a sandboxed job: stripped environment, the version pin --------------------------------
 
 
-def test_the_version_pin_holds_in_a_stripped_environment(tmp_path: Path, bin_dir: Path) -> None:
-    script = install(bin_dir)
+def test_the_version_pin_holds_in_a_stripped_environment(tmp_path: Path, plain: Path) -> None:
+    script = plain
     env = sandbox(tmp_path)
     done = zread(script, "version", "--stdio", env=env)
     assert done.returncode == 0, done.stderr
@@ -151,8 +158,8 @@ def test_generate_with_the_flags_a_sandboxed_job_passes(tmp_path: Path, bin_dir:
 # -- a desktop hub: found on PATH, the help probes -------------------------------------------
 
 
-def test_the_help_probes_of_a_desktop_hub(tmp_path: Path, bin_dir: Path) -> None:
-    install(bin_dir)
+def test_the_help_probes_of_a_desktop_hub(tmp_path: Path, plain: Path) -> None:
+    bin_dir = plain.parent
     env = sandbox(tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.defpath}")
     found = shutil.which("zread", path=env["PATH"])
     assert found == str(bin_dir / "zread")
@@ -179,8 +186,8 @@ def test_the_help_probes_of_a_desktop_hub(tmp_path: Path, bin_dir: Path) -> None
             assert text in out, (command, text)
 
 
-def test_the_program_help_lists_the_six_commands(tmp_path: Path, bin_dir: Path) -> None:
-    script = install(bin_dir)
+def test_the_program_help_lists_the_six_commands(tmp_path: Path, plain: Path) -> None:
+    script = plain
     env = sandbox(tmp_path)
     outputs = []
     for argv in (["--help"], ["-h"], []):
@@ -194,14 +201,14 @@ def test_the_program_help_lists_the_six_commands(tmp_path: Path, bin_dir: Path) 
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_help_exits_0(tmp_path: Path, bin_dir: Path, command: str) -> None:
-    done = zread(install(bin_dir), command, "--help", env=sandbox(tmp_path))
+def test_every_command_help_exits_0(tmp_path: Path, plain: Path, command: str) -> None:
+    done = zread(plain, command, "--help", env=sandbox(tmp_path))
     assert done.returncode == 0 and done.stderr == b""
     assert f"  zread {command} [flags]" in done.stdout.decode()
 
 
-def test_browse_help_lists_its_flags(tmp_path: Path, bin_dir: Path) -> None:
-    out = zread(install(bin_dir), "browse", "--help", env=sandbox(tmp_path)).stdout.decode()
+def test_browse_help_lists_its_flags(tmp_path: Path, plain: Path) -> None:
+    out = zread(plain, "browse", "--help", env=sandbox(tmp_path)).stdout.decode()
     for flag in ("--host", "--port", "--version", "--generate", "--stdio"):
         assert flag in out
 
@@ -209,8 +216,8 @@ def test_browse_help_lists_its_flags(tmp_path: Path, bin_dir: Path) -> None:
 # -- the version, for people and Homebrew's formula test ---------------------------------
 
 
-def test_version_and_dash_dash_version_print_the_version(tmp_path: Path, bin_dir: Path) -> None:
-    script = install(bin_dir)
+def test_version_and_dash_dash_version_print_the_version(tmp_path: Path, plain: Path) -> None:
+    script = plain
     env = sandbox(tmp_path)
     done = zread(script, "version", env=env)
     assert (done.returncode, done.stderr) == (0, b"")
@@ -240,9 +247,9 @@ def test_the_version_line_follows_the_baked_scenario(tmp_path: Path, bin_dir: Pa
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2(
-    tmp_path: Path, bin_dir: Path, argv: list[str], says: str
+    tmp_path: Path, plain: Path, argv: list[str], says: str
 ) -> None:
-    done = zread(install(bin_dir), *argv, env=sandbox(tmp_path))
+    done = zread(plain, *argv, env=sandbox(tmp_path))
     assert done.returncode == 2
     assert done.stdout == b""
     assert one_line(done).startswith(says)
