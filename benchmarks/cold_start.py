@@ -37,8 +37,21 @@ starts with every interpreter (``python -c pass`` included: ~15 ms of ``pathlib`
 ``importlib.util``), and mypy brings ``typing_extensions``, which msgspec then imports
 (~12 ms). So the ratio there is lower than a user's, though the simulator is slower.
 
+``--installed VENV`` times what a user runs instead: the ``zread`` console script of a
+virtual environment where the project is installed as a user installs it, with its
+run-time dependencies alone (``python3 -m venv V && V/bin/pip install .``), from a
+folder outside the tree, bytecode compiled (pip compiles it; the script checks that
+nothing is compiled from source). Interleaved in each round: ``V/bin/python -c pass``,
+``zread version --stdio``, ``zread generate --stdio -y --speed 0 --no-files`` to its
+``done``, and a replay: ``V/bin/python`` running a script that writes the generate run's
+bytes (recorded once before timing) to its stdout, the floor of any Python program
+that writes them. Targets: version <= 3.0x ``python -c pass``, generate <= 3.0x the
+replay. A third line, ``import msgspec, transitions`` alone, shows how much of the
+floor is the two libraries every command imports.
+
     python benchmarks/cold_start.py [--runs 30] [--bytecode both|compiled|none]
         [--against DIR] [--python EXE]
+    python benchmarks/cold_start.py --installed VENV [--runs 30]
 """
 
 from __future__ import annotations
@@ -100,15 +113,86 @@ def code_sources(args: list[str], tree: str, env: dict[str, str]) -> tuple[int, 
     return cached, compiled, own
 
 
+INSTALLED_TARGET = 3.0
+GENERATE = ["generate", "--stdio", "-y", "--speed", "0", "--no-files"]
+
+
+def installed(venv: str, runs: int) -> None:
+    """The ``--installed VENV`` figures (see the module's docstring)."""
+    python, zread = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "zread")
+    work = tempfile.TemporaryDirectory(prefix="cold-installed-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ZREAD_SIM_"))}
+    env["HOME"] = work.name
+    recorded = subprocess.run(
+        [zread, *GENERATE],
+        cwd=work.name,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=True,
+    ).stdout
+    replay = os.path.join(work.name, "replay.py")
+    with open(replay, "w", encoding="utf-8") as f:
+        f.write(f"import sys\nsys.stdout.buffer.write({recorded!r})\n")
+    for argv in ([zread, "version", "--stdio"], [zread, *GENERATE]):
+        verbose = subprocess.run(
+            [python, "-v", zread, *argv[1:]],
+            cwd=work.name,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
+        from_source = [
+            line
+            for line in verbose.splitlines()
+            if line.startswith("# code object from ") and not line.rstrip("'").endswith(".pyc")
+        ]
+        if from_source:
+            raise SystemExit(f"{argv[1]}: {len(from_source)} modules compiled from source")
+    commands = {
+        "python -c pass": [python, "-c", "pass"],
+        "import msgspec, transitions": [python, "-c", "import msgspec, transitions"],
+        "zread version --stdio": [zread, "version", "--stdio"],
+        "replay of the generate bytes": [python, replay],
+        "zread generate -y --speed 0": [zread, *GENERATE],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            times[name].append(wall(argv, cwd=work.name, env=env))
+    work.cleanup()
+
+    def ratio(name: str, floor: str) -> float:
+        return statistics.median(a / b for a, b in zip(times[name], times[floor], strict=True))
+
+    print(f"installed in {venv}: {runs} rounds, interleaved, stdin /dev/null")
+    for name in commands:
+        print(f"  {name + ':':31} {median_ms(times[name]):>9} median")
+    for name, floor in (
+        ("import msgspec, transitions", "python -c pass"),
+        ("zread version --stdio", "python -c pass"),
+        ("zread generate -y --speed 0", "replay of the generate bytes"),
+    ):
+        met = verdict(ratio(name, floor) <= INSTALLED_TARGET)
+        target = "" if name.startswith("import") else f"; target <= {INSTALLED_TARGET}x: {met}"
+        print(f"  {name} / {floor}: {ratio(name, floor):.2f}x median of the rounds{target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--installed", metavar="VENV", help="time VENV's installed zread")
     parser.add_argument(
         "--bytecode", choices=("both", "compiled", "cached", "none"), default="both"
     )
     parser.add_argument("--against", metavar="DIR", help="another checkout to time beside this")
     parser.add_argument("--python", metavar="EXE", help="the interpreter to time (default: this)")
     args = parser.parse_args()
+    if args.installed:
+        installed(args.installed, args.runs)
+        return
     global PYTHON
     PYTHON = args.python or this_python()
     modes = {"both": ["compiled", "none"], "cached": ["compiled"]}.get(
