@@ -1,6 +1,6 @@
-"""What a test pays per session: the ``zread_sim`` fixture against pytest-subprocess.
+"""What a test pays per session: zread-sim's fixtures against pytest-subprocess.
 
-One default ``generate -y`` session per test (24 events, ~42 KB), served four ways,
+One default ``generate -y`` session per test (24 events, ~42 KB), served six ways,
 interleaved in one run:
 
 - **A** ``zread_sim``, files on: what the fixture does per test. A fresh temporary
@@ -21,12 +21,23 @@ interleaved in one run:
   the one with ``"done": true``, ``wait()``; then the fixture's exit.
 - **C0** pytest-subprocess, the test's body alone: C without the fixture's enter and
   exit (done outside the timed region).
+- **D** ``zread_popen``, per call: the client's own code as in C (``subprocess.Popen``
+  of ``zread generate -y --stdio``, stdout read line by line and decoded up to done,
+  ``wait()``), served in-process by :class:`simulator.popen.Launches` (installed and
+  removed outside the timed region, as the fixture does once per test), in the
+  environment ``zread_bin`` gives a test: ``ZREAD_SIM_SPEED=0``, a fresh HOME and
+  project each call (``cwd=``, files on), a journal. Creating the folders is timed.
+- **E** ``zread_bin``, per call: D's code and environment, with nothing installed: the
+  launch runs the ``zread`` script ``zread_bin`` writes (first on PATH), a process.
 
 The client's decoding is in every peer once: ``SimSession`` decodes each line it
 writes with ``json.loads`` into ``session.events`` (what a test reads), so A and B do
 not decode again; C and C0 decode in the client's loop. The lines pytest-subprocess
 serves are recorded once before timing from a files-off session, and every session's
-events, all peers, are checked equal to them (outside the timed region).
+events, A to C0, are checked equal to them (outside the timed region). D and E run in
+real time at speed 0, where a line and the timers due interleave as in a process (a
+task's state may differ from the virtual run's in between): theirs are checked equal to
+those of one process (E) run before timing.
 
 Each round runs one session of every peer, the order rotated by one each round so
 each peer follows each other alike, and drift in the machine's speed hits all of them.
@@ -34,9 +45,11 @@ Before each timed session the collector runs (untimed), so a session pays the
 collections its own garbage causes, not the previous peer's. The process is pinned to
 one CPU. Figures: median, p90 and mean per session; a ratio is the median of the
 per-round ratios (a peer's session over C's, or C0's, of the same round). Targets:
-A <= 6x C, B <= 3x C, each also given against C0. Nothing asserts on time.
+A <= 6x C, B <= 3x C, D <= 6x C, each also given against C0, and E >= 10x D (how many
+times faster D is than E, the median of the per-round E/D). Nothing asserts on time.
 
-    python benchmarks/fixture.py [--sessions 200] [--only files,memory,fp,fp-body] [--json]
+    python benchmarks/fixture.py [--sessions 200] [--only files,memory,fp,fp-body,popen,bin]
+        [--json]
 """
 
 from __future__ import annotations
@@ -51,22 +64,29 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from _common import verdict
 from pytest_subprocess import FakeProcess
 
+from simulator.hosts.executable import write_zread_executable
+from simulator.popen import Launches
 from simulator.runners.virtual import ZreadSim
 
 ARGV = ["zread", "generate", "-y", "--stdio"]
-TARGETS = {"files": 6.0, "memory": 3.0}
-"""The most each zread_sim peer may cost, as a multiple of pytest-subprocess's."""
+TARGETS = {"files": 6.0, "memory": 3.0, "popen": 6.0}
+"""The most each zread-sim peer may cost, as a multiple of pytest-subprocess's."""
+FASTER = 10.0
+"""How many times faster than ``zread_bin`` (E) ``zread_popen`` (D) is to be, at least."""
 
 PEERS = {
     "files": "A  zread_sim, files on",
     "memory": "B  zread_sim, files off",
     "fp": "C  pytest-subprocess, per test",
     "fp-body": "C0 pytest-subprocess, test body",
+    "popen": "D  zread_popen, per call",
+    "bin": "E  zread_bin, per call",
 }
 
 Events = list[dict[str, Any]]
@@ -97,6 +117,23 @@ def client(fp: FakeProcess, lines: list[bytes]) -> Events:
     return events
 
 
+def client_spawns(cwd: str) -> Events:
+    """The client's own code under zread_popen and zread_bin: it spawns zread itself."""
+    proc = subprocess.Popen(ARGV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    events = []
+    for line in proc.stdout:
+        event = json.loads(line)
+        events.append(event)
+        if event["done"]:
+            break
+    proc.wait()
+    proc.stdin.close()
+    proc.stdout.close()
+    return events
+
+
 class Peers:
     """One session of a peer each call: (seconds, its events). Only the timed region
     is timed; what is around it (the collector, C0's enter and exit) is not."""
@@ -104,6 +141,12 @@ class Peers:
     def __init__(self, lines: list[bytes], base: str) -> None:
         self.lines = lines
         self.base = base
+        self.launches = Launches()
+        folder = os.path.join(base, "bin")
+        os.mkdir(folder)
+        write_zread_executable(Path(folder))
+        os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+        os.environ["ZREAD_SIM_SPEED"] = "0"
 
     def files(self) -> tuple[float, Events]:
         gc.collect()
@@ -128,6 +171,27 @@ class Peers:
         events = session.events
         sim.close()
         return time.perf_counter() - begin, events
+
+    def spawned(self) -> tuple[float, Events]:
+        """D's and E's timed region: fresh folders and a journal as zread_bin's, then
+        the client's code."""
+        gc.collect()
+        begin = time.perf_counter()
+        root = tempfile.mkdtemp(prefix="zread-sim-", dir=self.base)
+        home, project = os.path.join(root, "home"), os.path.join(root, "project")
+        os.mkdir(home)
+        os.mkdir(project)
+        os.environ["ZREAD_SIM_HOME"] = home
+        os.environ["ZREAD_SIM_JOURNAL"] = os.path.join(root, "journal.jsonl")
+        events = client_spawns(project)
+        return time.perf_counter() - begin, events
+
+    def popen(self) -> tuple[float, Events]:
+        self.launches.install()
+        try:
+            return self.spawned()
+        finally:
+            self.launches.uninstall()
 
     def fp(self) -> tuple[float, Events]:
         gc.collect()
@@ -185,17 +249,21 @@ def main() -> None:
             "memory": peers.memory,
             "fp": peers.fp,
             "fp-body": peers.fp_body,
+            "popen": peers.popen,
+            "bin": peers.spawned,
         }
+        spawned = peers.spawned()[1] if {"popen", "bin"} & set(names) else []
+        wanted = {name: spawned if name in ("popen", "bin") else expected for name in names}
         for name in names:
             for _ in range(args.warmup):
                 _, events = run[name]()
-                assert events == expected, f"{name}: not the recorded events"
+                assert events == wanted[name], f"{name}: not the recorded events"
         times: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(args.sessions):
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:
                 seconds, events = run[name]()
-                if events != expected:
+                if events != wanted[name]:
                     raise SystemExit(f"{name}, round {round_}: not the recorded events")
                 times[name].append(seconds)
     finally:
@@ -234,6 +302,9 @@ def main() -> None:
                     "ratio": value,
                     "met": value <= most,
                 }
+    faster = ratio("bin", "popen")
+    if faster is not None:
+        figures["targets"][f"bin >= {FASTER:g}x popen"] = {"ratio": faster, "met": faster >= FASTER}
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -266,6 +337,8 @@ def main() -> None:
                 parts.append(f"{value:.2f}x {short}, {verdict(value <= most)}")
         if parts:
             print(f"target {PEERS[name][:1]} <= {most:g}x pytest-subprocess: " + "; ".join(parts))
+    if faster is not None:
+        print(f"target D >= {FASTER:g}x faster than E: {faster:.1f}x, {verdict(faster >= FASTER)}")
 
 
 if __name__ == "__main__":

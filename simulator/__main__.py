@@ -2,7 +2,10 @@
 
 Owns: :func:`main`, which catches SIGTERM, SIGINT and SIGHUP before it imports
 anything else (:mod:`simulator.signals`), then runs the command line
-(:func:`simulator.cli.main`) and gives its exit code.
+(:func:`simulator.cli.main`) and gives its exit code. When ``ZREAD_SIM_SERVER`` names
+a warm server (``zread-sim serve``), the command is handed to it instead
+(:mod:`simulator.launcher`, which imports nothing heavier than ``_socket``), and the
+command line is imported only when there is none to run it.
 
 The garbage collector is off while the command line is imported, and what the imports
 made is then frozen out of its reach (``gc.freeze``): start-up creates tens of thousands
@@ -21,6 +24,15 @@ from simulator import signals
 def main() -> int:
     """Run the command line, signals caught from its first instruction; the exit code."""
     signals.catch()
+    import os  # loaded by the interpreter's own start-up: costs nothing
+
+    server = os.environ.get("ZREAD_SIM_SERVER")
+    if server:
+        from simulator.launcher import hand_over
+
+        code = hand_over(server)
+        if code is not None:
+            return code
     try:
         gc.disable()
         try:

@@ -1,7 +1,10 @@
-"""The pytest plugin: ``zread_sim`` and ``zread_bin``, active once zread-sim is installed.
+"""The pytest plugin: ``zread_sim``, ``zread_bin`` and ``zread_popen``, active once
+zread-sim is installed.
 
 Owns the fixtures. The sessions' logic lives in plain classes usable without pytest
-(:class:`simulator.virtual.ZreadSim`, :func:`simulator.pipes.spawn`); what ``zread_bin``
+(:class:`simulator.virtual.ZreadSim`, :func:`simulator.pipes.spawn`,
+:class:`simulator.popen.Launches`, which serves the test's own launches of ``zread``
+in-process for ``zread_popen``); what ``zread_bin``
 makes of its processes' journal, the calls (:class:`ZreadCall`) and the watch that kills
 a call past its timeout or left running, is :mod:`simulator.tools.calls`'s. Every test
 gets a fresh world: nothing a session or a ``zread`` process does leaks into the next
@@ -48,6 +51,7 @@ SIMULATOR_VARIABLES = (
     "ZREAD_SIM_JOURNAL",
     "ZREAD_SIM_RECORD",
     "ZREAD_SIM_REAL",
+    "ZREAD_SIM_SERVER",  # zread_bin's script has the session's server baked in
 )
 """Cleared for every test that uses ``zread_bin``; the test sets what it needs."""
 
@@ -70,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--zread-coverage-json",
         metavar="FILE",
         help="write the zread coverage report to FILE as JSON (implies --zread-coverage)",
+    )
+    group.addoption(
+        "--zread-no-server",
+        action="store_true",
+        help="zread_bin's zread starts a process per call instead of being served by a "
+        "warm server (zread-sim serve) started for the test session",
     )
     group.addoption(
         "--zread-coverage-fail-under",
@@ -190,6 +200,7 @@ class ZreadExecutable(type(Path())):  # type: ignore[misc]
     strict: bool
     """True (the default): the test fails when a call had violations."""
     _watch: Watch
+    _fixture: str
 
     @property
     def timeout(self) -> float:
@@ -240,9 +251,12 @@ def zread_bin(
     monkeypatch.setenv("ZREAD_SIM_JOURNAL", str(journal))
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.chdir(project)
-    executable = ZreadExecutable(write_zread_executable(folder))
+    from simulator.tools.serve import start_for_tests  # the session's warm server
+
+    executable = ZreadExecutable(write_zread_executable(folder, start_for_tests(request.config)))
     executable.home, executable.project, executable.journal = home, project, journal
     executable.strict = True
+    executable._fixture = "zread_bin"
     executable._watch = Watch(journal, DEFAULT_CALL_TIMEOUT)
     yield executable
     executable._watch.close()
@@ -252,11 +266,49 @@ def zread_bin(
     if executable.strict:
         problems = [v for call in executable.calls for v in call.violations]
         if problems:
+            name = executable._fixture
             pytest.fail(
-                "zread_bin: the zread processes of this test saw mistakes "
-                "(zread_bin.strict = False to allow them):\n  " + "\n  ".join(problems),
+                f"{name}: the zread processes of this test saw mistakes "
+                f"({name}.strict = False to allow them):\n  " + "\n  ".join(problems),
                 pytrace=False,
             )
+
+
+@pytest.fixture
+def zread_popen(
+    zread_bin: ZreadExecutable, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ZreadExecutable]:
+    """``zread_bin``, with the test's own launches of ``zread`` served in-process.
+
+    While the test runs, ``subprocess.Popen`` (and ``run``, ``check_output`` ...) and
+    ``asyncio.create_subprocess_exec`` of ``zread`` (argv[0], or ``executable=``, named
+    ``zread``) start no process: the simulator's command line runs on a thread of the
+    test's process, behind real pipes, with the environment and working directory of the
+    launch, and hands back a ``Popen`` (an ``asyncio.subprocess.Process``) as a process
+    would. ``terminate()`` and SIGTERM quit, ``kill()`` ends the run at once as SIGKILL
+    does; ``os.kill`` on its pid (above any real pid) signals it. Anything else runs for
+    real, ``sh -c 'zread …'`` too (the ``zread`` of ``zread_bin``).
+
+    Everything else is ``zread_bin``'s: the same object (``.calls``, ``.home``,
+    ``.project``, ``.journal``, ``.strict``, ``.timeout``), the same journal, the
+    violations that fail the test, the coverage.
+    """
+    from simulator.popen import Launches
+
+    watch = zread_bin._watch
+    zread_bin._fixture = "zread_popen"
+
+    def started(popen: Any) -> None:
+        watch.served[popen.pid] = popen
+
+    launches = Launches(on_start=started)
+    for target, name, value in launches.patches():
+        monkeypatch.setattr(target, name, value)
+    yield zread_bin
+    watch.close()  # a journaled call still running: killed, and a violation of its call
+    for popen in launches.served.values():
+        if popen.poll() is None:  # one with no journal (its environment had none)
+            popen.kill()
 
 
 @pytest.fixture

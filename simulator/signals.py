@@ -2,8 +2,8 @@
 
 Owns: catching those signals before anything else is imported (:func:`catch`, the
 first thing :mod:`simulator.__main__` does), the ones that arrive while the program
-starts (:func:`take`), and giving them back their defaults for a command that runs no
-session (:func:`release`).
+starts (:func:`take`, :func:`take_all`), and giving them back their defaults for a
+command that runs no session (:func:`release`).
 
 A client may cancel the moment it has spawned zread, while the simulator is still
 importing what its command needs. So the very first thing the program does is catch
@@ -23,8 +23,6 @@ in Python can close it.
 
 Must not: import anything at module level but ``_signal``; print.
 """
-
-from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stub; see the docstring
 
@@ -48,6 +46,14 @@ def take() -> bool:
     """Whether a signal came since :func:`catch` that nobody has taken yet; forgets it."""
     came = bool(_pending)
     _pending.clear()
+    return came
+
+
+def take_all() -> list[int]:
+    """The signals that came since :func:`catch` that nobody has taken yet, in order;
+    forgets them (a launcher passes them on to the child that runs its command)."""
+    came = _pending[:]
+    del _pending[: len(came)]
     return came
 
 

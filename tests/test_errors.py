@@ -25,6 +25,7 @@ WHOSE = {
     "simulator.cli.options.UsageError": ConfigurationError,
     "simulator.cli.program.StreamClosedError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
+    "simulator.warmsocket.ServeError": ConfigurationError,
     "simulator.hosts.dirfd.FilesError": ConfigurationError,
     "simulator.hosts.dirfd.LinkRefused": ConfigurationError,
     "simulator.formats.bounds.FormatError": ConfigurationError,

@@ -195,6 +195,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "Print the JSON Schema of events, commands or scenarios (see: schema --help)",
         "simulator.tools.schema",
     ),
+    "serve": _tool(
+        "Serve zread launches from one warm process (see: serve --help)",
+        "simulator.warmserver",
+    ),
     "scenarios": Subcommand(
         "List the built-in scenarios, or show one",
         help="List the built-in scenarios, or show one as TOML.",

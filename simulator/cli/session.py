@@ -5,6 +5,11 @@ and the project, its journal) and handing it to the process runner
 (:class:`~simulator.runners.stdio.ProcessRunner`), or a cassette to the replay runner
 (``--scenario replay:CASSETTE``).
 
+A session can also run in another program's process, on a thread, as if it were a
+process of its own (``zread_popen``): :data:`IN_PROCESS` then says which pid the journal
+names, the working directory, where stderr goes, and who is handed the runner (to
+signal or kill it).
+
 Must not: parse arguments or print help; it is given them parsed.
 """
 
@@ -12,15 +17,33 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from simulator.cli.options import UsageError
 from simulator.launch import build_session, flags_of
 
 if TYPE_CHECKING:
     from simulator.hosts.journal import JournalWriter
+    from simulator.runners.stdio import ProcessRunner
     from simulator.scenario import Scenario
+
+
+class InProcess(NamedTuple):
+    """A run on a thread of another program, standing in for a process of its own."""
+
+    pid: int
+    """The pid its journal records carry (none of a real process)."""
+    cwd: str
+    """Its working directory: the project by default, relative paths start there."""
+    stderr_fd: int
+    started: Callable[[ProcessRunner], None]
+    """Handed the runner before it runs (its ``terminate`` and ``kill`` are the signals)."""
+
+
+IN_PROCESS: ContextVar[InProcess | None] = ContextVar("zread_sim_in_process", default=None)
+"""Set on the thread that runs a session in-process; None (a process) everywhere else."""
 
 
 def run(
@@ -30,6 +53,11 @@ def run(
 
     if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
         return _replay(args, stdin, stdout)
+    hosted = IN_PROCESS.get()
+    if hosted is not None:  # relative paths start from the run's own directory
+        for option in ("home", "project", "journal"):
+            if getattr(args, option):
+                setattr(args, option, os.path.join(hosted.cwd, getattr(args, option)))
     scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
     if not args.journal:
         return _session(args, scenario, stdin, stdout, environ, None)
@@ -37,10 +65,12 @@ def run(
     from simulator.runners.stdio import write_line
 
     def warn(line: str) -> None:  # on the process's stderr, where the runner writes
-        write_line(2, f"{args.program}: {line}")
+        write_line(2 if hosted is None else hosted.stderr_fd, f"{args.program}: {line}")
 
     # Opened before anything else is done: a path it cannot append to is exit 2.
-    journal = JournalWriter.open(args.journal, warn=warn)
+    journal = JournalWriter.open(
+        args.journal, warn=warn, pid=None if hosted is None else hosted.pid
+    )
     try:
         return _session(args, scenario, stdin, stdout, environ, journal)
     finally:
@@ -68,6 +98,8 @@ def _session(
     from simulator.hosts.effects import EffectHost
     from simulator.runners.stdio import LATENESS_FILE, ProcessRunner
 
+    hosted = IN_PROCESS.get()
+    cwd = os.getcwd() if hosted is None else hosted.cwd
     store = None
     # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
     if args.files and args.command != "version":
@@ -75,7 +107,7 @@ def _session(
         from statecharts import load_chart
 
         home = args.home or environ.get("HOME") or None
-        project = (args.project or os.getcwd()) if load_chart(args.command).uses_project else None
+        project = (args.project or cwd) if load_chart(args.command).uses_project else None
         store = FileStore(home, project)
     session = build_session(
         args.command,
@@ -98,8 +130,11 @@ def _session(
         journal=journal,
         lateness_file=environ.get(LATENESS_FILE, ""),
         secrets=session.secrets,
+        stderr_fd=2 if hosted is None else hosted.stderr_fd,
     )
+    if hosted is not None:
+        hosted.started(runner)
     if journal is not None:
         journal.secrets = session.secrets
-        journal.start(args.invocation, os.getcwd(), args.command)
+        journal.start(args.invocation, cwd, args.command)
     return runner.run()

@@ -171,7 +171,10 @@ class JournalWriter:
             fd = os.open(path, flags, 0o600)
         except OSError as err:
             raise JournalError(f"journal {path}: {err.strerror or err}") from None
-        pid = os.getpid() if pid is None else pid
+        if pid is None:  # the process the client started (a warm server's: its launcher)
+            from simulator.launcher import launched_pid
+
+            pid = launched_pid()
         return cls(fd, path, pid=pid, warn=warn, secrets=secrets)
 
     @property

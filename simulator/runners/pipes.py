@@ -67,9 +67,8 @@ class PipeProcess:
         self._runner.terminate()
 
     def kill(self) -> None:
-        """End a session stuck in a ``hang`` fault, which nothing else ends."""
-        self._runner.terminate()
-        self._runner.release()
+        """End the session at once, as SIGKILL ends the process (exit code -9)."""
+        self._runner.kill()
 
     def take_fds(self) -> tuple[int, int]:
         """The client's ends (stdin write end, stdout read end); the caller owns them."""

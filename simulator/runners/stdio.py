@@ -56,6 +56,12 @@ def point_at_devnull(fd: int) -> None:
     os.close(devnull)
 
 
+class _Killed(BaseException):
+    """Raised on a runner's thread by :meth:`ProcessRunner.kill`, at its next write or
+    wake-up: it unwinds the run at once, as SIGKILL ends a process (a BaseException, so
+    no ``except Exception`` on the way takes it for an error of the run)."""
+
+
 MAX_WAIT = 3600.0
 """The longest one wait of the selector lasts; a later deadline (a delay of years, an
 ``auth_timeout`` meaning never) is waited for an hour at a time."""
@@ -65,7 +71,7 @@ class ProcessEndpoint:
     """A process's stdout and stderr, where its session's actions go; a stderr line
     goes through ``secrets`` (no API key on stderr)."""
 
-    __slots__ = ("err_fd", "gone", "out_fd", "secrets")
+    __slots__ = ("err_fd", "gone", "killed", "out_fd", "secrets")
 
     def __init__(self, out_fd: int, err_fd: int = 2, secrets: Secrets | None = None) -> None:
         self.out_fd = out_fd
@@ -73,17 +79,24 @@ class ProcessEndpoint:
         self.secrets = secrets
         self.gone = False
         """stdout's reader went away: nothing more is written."""
+        self.killed = False
+        """The run was killed (:meth:`ProcessRunner.kill`): a write raises :class:`_Killed`."""
 
     def write(self, data: bytes) -> bool:
-        if self.gone:
-            return False
-        try:
-            write_all(self.out_fd, data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.gone = True
-        return not self.gone
+        if not self.gone:
+            try:
+                write_all(self.out_fd, data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.gone = True
+            if not self.gone:
+                return True
+        if self.killed:  # killed before or during this write
+            raise _Killed
+        return False
 
     def stderr(self, line: str) -> None:
+        if self.killed:
+            raise _Killed
         write_line(self.err_fd, line if self.secrets is None else self.secrets.redact_text(line))
 
     def close_stdout(self) -> None:
@@ -126,6 +139,9 @@ class ProcessRunner:
         self._control = control
         """``--control``: "" (none), ``stdio`` or ``unix:PATH``."""
         self._signalled = False
+        self._killed = False
+        self._terminated = False  # terminate() was called (a thread's SIGTERM)
+        self._hanging = False
         self._wake: int | None = None
         self._released = threading.Event()
 
@@ -165,8 +181,13 @@ class ProcessRunner:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)
             return self._hang() if live.hung else live.code or 0
+        except _Killed:
+            return -signal.SIGKILL
         finally:
-            live.close()
+            if self._killed and not live.finished:
+                self._host.close()  # what a killed process's descriptors held; no record
+            else:
+                live.close()
             if lateness is not None:
                 _write_lateness(self._lateness_file, lateness.samples)
 
@@ -189,6 +210,8 @@ class ProcessRunner:
                 if self._signalled:
                     timeout = 0.0  # terminate() came before the selector could hear it
                 ready = selector.select(timeout)
+                if self._killed:
+                    raise _Killed
                 # 3. Fire what is due by now, writing each event as it comes.
                 live.tick()
                 if self._signalled:
@@ -206,7 +229,12 @@ class ProcessRunner:
         for signum in SIGNALS:
             with contextlib.suppress(ValueError):
                 signal.signal(signum, signal.SIG_DFL)
+        self._hanging = True
+        if self._terminated and not self._killed:
+            return -signal.SIGTERM  # terminate() came as the hang began: it ends it
         self._released.wait()  # forever in a process; release() ends it on a thread
+        if self._killed:
+            raise _Killed
         return -signal.SIGTERM
 
     def release(self) -> None:
@@ -215,8 +243,29 @@ class ProcessRunner:
 
     def terminate(self) -> None:
         """Quit as a signal would, from any thread (a runner on a thread, which no
-        signal reaches, is ended this way)."""
-        self._signalled = True
+        signal reaches, is ended this way); a run in a ``hang`` ends as a stuck process
+        ends on SIGTERM (code -15)."""
+        self._signalled = self._terminated = True
+        if self._hanging:
+            self._released.set()
+        self._wake_up()
+
+    def kill(self) -> None:
+        """End the run at once, from any thread, as SIGKILL ends the process: nothing
+        more is written (no event, no stderr line, no journal record: the next write
+        raises :class:`_Killed`), the loop stops, what the run held is let go (its
+        descriptors: a draft stays on disk as a killed zread leaves it, locks free), and
+        :meth:`run` returns -9. Under ``--control`` (an asyncio loop) it quits instead."""
+        if self._control:
+            self.terminate()
+            self.release()
+            return
+        self._killed = True
+        self._endpoint.killed = self._endpoint.gone = True
+        self._released.set()
+        self._wake_up()
+
+    def _wake_up(self) -> None:
         if self._wake is not None:
             with contextlib.suppress(OSError):
                 os.write(self._wake, b"\0")

@@ -5,7 +5,9 @@ Owns: :class:`ZreadCall`, one ``zread`` process a test ran as its journal tells 
 :class:`Watch`, a thread that reads the journal ten times a second and kills the
 processes that run past their timeout, and at the end every one still running (the
 processes are the client's children, not the fixture's, so the journal is the one
-place that lists them). Reading a journal is :mod:`simulator.tools.journal`'s; the
+place that lists them). A call served in-process (``zread_popen``) has a pid no process
+has: the watch is told of it (:attr:`Watch.served`) and kills it through its object.
+Reading a journal is :mod:`simulator.tools.journal`'s; the
 fixture is :mod:`simulator.pytest_plugin`'s.
 
 Must not: import pytest, or kill a process its journal did not start.
@@ -20,11 +22,19 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from simulator.hosts.journal import Start
     from simulator.tools.journal import Process
+
+
+class Served(Protocol):
+    """A call served in-process, as the watch sees it (a ``ServedPopen``)."""
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,8 @@ class Watch:
     def __init__(self, journal: Path, timeout: float) -> None:
         self.journal, self.timeout = journal, timeout
         self.killed: dict[int, str] = {}
+        self.served: dict[int, Served] = {}
+        """The calls served in-process, by pid: killed through their object."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -118,7 +130,9 @@ class Watch:
             end = process.exit
             if process.start is None or process.pid in self.killed:
                 continue
-            if (end is not None and end.how != "hang") or not _alive(process.pid, process.start):
+            served = self.served.get(process.pid)
+            alive = _alive(process.pid, process.start) if served is None else served.poll() is None
+            if (end is not None and end.how != "hang") or not alive:
                 continue  # a hang's exit record is written, and it runs on
             state, _ = where(process)
             doing = f"in state {state or '?'}: zread {' '.join(process.start.argv[1:])}"
@@ -133,6 +147,10 @@ class Watch:
 
     def _kill(self, pid: int, why: str) -> None:
         self.killed[pid] = why
+        served = self.served.get(pid)
+        if served is not None:
+            served.kill()
+            return
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 

@@ -20,7 +20,7 @@ TOOLS = [name for name, spec in SUBCOMMANDS.items() if spec.tool]
 def test_the_table_has_every_command_of_zread_sim_and_none_of_zreads() -> None:
     assert set(SUBCOMMANDS) == {
         "install", "journal", "load", "record", "check", "coverage", "paths", "charts",
-        "schema", "scenarios",
+        "schema", "scenarios", "serve",
     }  # fmt: skip
     assert not set(SUBCOMMANDS) & set(COMMANDS)
     for name, spec in SUBCOMMANDS.items():

@@ -154,6 +154,7 @@ def test_only_zread_sim_lists_its_own_commands_and_options() -> None:
         "record",
         "scenarios",
         "schema",
+        "serve",
     ]
     assert "Simulator Commands:" not in zread and "scenarios" not in zread
     for option in SIMULATOR_OPTIONS:
@@ -631,7 +632,11 @@ def test_in_process_run_with_regular_files(tmp_path: Path) -> None:
 def spawn(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     import os
 
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     environ.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "simulator", *argv],
@@ -798,7 +803,11 @@ def test_journal_reads_under_zread_sim_only(tmp_path: Path) -> None:
 
 
 def run_cli(args: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None) -> Any:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     return subprocess.run(
         [sys.executable, "-m", "simulator", *args],
         input=stdin,

@@ -299,3 +299,12 @@ def test_close_ends_a_session_stuck_in_a_hang() -> None:
     process.close()
     assert process.returncode == -15  # as a process ended by SIGTERM
     assert not process._thread.is_alive()
+
+
+def test_kill_ends_the_session_at_once_as_sigkill_does() -> None:
+    process = spawn("generate", speed=0)
+    assert process.stdout.readline()  # waiting at select_action
+    process.kill()
+    assert process.wait(5) == -9
+    assert process.stdout.read() == b""  # no final event: nothing after the kill
+    process.close()

@@ -1,0 +1,204 @@
+"""The launcher: a ``zread`` that hands its run to a warm server instead of starting one.
+
+Owns: what the program does when ``ZREAD_SIM_SERVER`` names a warm server's socket
+(:func:`hand_over`, called by :mod:`simulator.__main__` once the signals are caught),
+the wire format both ends speak (:func:`encode_request`, :func:`decode_request`), and
+which process the client launched (:func:`launched_pid`: a served run journals as its
+launcher, the process the client knows).
+
+The launcher connects to the socket and sends one message: its standard streams (fds
+0, 1 and 2, as ``SCM_RIGHTS``) and a request, ``ZS1``, the length of the body as 4
+bytes big-endian, and the body: the working directory, the number of arguments, the
+arguments (``sys.argv``), then the environment as ``NAME=VALUE``, every field raw bytes
+ended by a NUL. The server answers in lines: ``ok`` (a child runs the command on those
+streams), or ``refused``; then, once the child ended, ``exit N`` or ``signal N``.
+After ``ok`` the launcher points its own 0, 1 and 2 at /dev/null (the client sees the
+end of stdout when the child closes it, not when the launcher exits) and waits,
+relaying SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (each one byte, its
+number) to the child; a signal the launcher ignores stays ignored. It exits with the
+child's code, or kills itself with the signal that ended the child, so the client sees
+what a process of its own would have shown. A connection that ends without a status
+(the server was killed, and its children with it) ends the launcher as SIGKILL would.
+
+Without a server (no variable, no socket, nobody listening: a stale socket) or when
+it refuses (another uid), or when a standard stream is closed (the socket would take
+its number), :func:`hand_over` returns None and the program runs the command itself,
+silently, as it always did. The ``serve`` command itself is never handed over.
+
+Must not: import anything but ``_socket``, ``_signal``, ``os`` and ``sys`` (the
+interpreter's start-up has loaded the last two already; ``socket``, ``struct``,
+``json`` and ``enum`` would cost the launcher more than its whole run), or write to a
+standard stream.
+"""
+
+import _signal  # type: ignore[import-not-found]  # no stub; see the docstring
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _socket
+
+VARIABLE = "ZREAD_SIM_SERVER"
+"""The socket path of the warm server a ``zread`` hands its run to."""
+MAGIC = b"ZS1"
+RELAYED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+"""The signals a launcher passes on to its child."""
+RELAYED_NUMBERS = frozenset(getattr(_signal, name) for name in RELAYED)
+
+_launched: list[int] = []
+
+
+def launched_pid() -> int:
+    """The pid of the process the client started: its launcher's in a served run,
+    this process's otherwise."""
+    return _launched[0] if _launched else os.getpid()
+
+
+def set_launched_pid(pid: int) -> None:
+    """In a served child: the process the client started is ``pid``, its launcher."""
+    _launched[:] = [pid]
+
+
+# -- the wire format ------------------------------------------------------------------------
+
+
+def encode_request(cwd: bytes, argv: list[bytes], environ: list[bytes]) -> bytes:
+    """The request a launcher sends (see the module docstring)."""
+    body = b"\0".join([cwd, str(len(argv)).encode(), *argv, *environ]) + b"\0"
+    return MAGIC + len(body).to_bytes(4, "big") + body
+
+
+def request_size(head: bytes) -> int | None:
+    """The whole request's size from its first 7 bytes; None when they are not a
+    request's."""
+    if len(head) < 7 or head[:3] != MAGIC:
+        return None
+    return 7 + int.from_bytes(head[3:7], "big")
+
+
+def decode_request(data: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes]]:
+    """(working directory, arguments, environment) of a whole request; ValueError when
+    it is not one."""
+    if request_size(data) != len(data) or not data.endswith(b"\0"):
+        raise ValueError("not a launcher's request")
+    fields = data[7:-1].split(b"\0")
+    count = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+    if count < 1 or len(fields) < 2 + count:
+        raise ValueError("a launcher's request without its arguments")
+    argv = fields[2 : 2 + count]
+    environ: dict[bytes, bytes] = {}
+    for entry in fields[2 + count :]:
+        name, equals, value = entry.partition(b"=")
+        if equals and name:
+            environ[name] = value
+    return fields[0], argv, environ
+
+
+# -- the launcher ---------------------------------------------------------------------------
+
+
+def hand_over(path: str) -> int | None:
+    """Run this command in the warm server at ``path``: its exit code (or this process
+    ends with the child's signal); None when there is none to run it, or it refused."""
+    if sys.argv[1:2] == ["serve"] or not path or not _streams_open():
+        return None
+    import _socket  # here, not above: the journal asks this module for launched_pid
+
+    try:
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        conn.connect(path)
+        request = encode_request(
+            os.getcwdb(),
+            [os.fsencode(arg) for arg in sys.argv],
+            [name + b"=" + value for name, value in os.environb.items()],
+        )
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+        sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        if sent < len(request):
+            conn.sendall(request[sent:])
+        reply = _Replies(conn)
+        first = reply.line()
+        if first != b"ok" and not _is_status(first):  # refused, or the server is gone
+            conn.close()
+            return None
+    except (OSError, ValueError):  # no server, a stale socket, a server gone: run here
+        conn.close()
+        return None
+    return _served(conn, reply, None if first == b"ok" else first)
+
+
+def _is_status(line: bytes | None) -> bool:
+    """Whether ``line`` is an exit status (a quick child's can come before ``ok``)."""
+    return line is not None and line.startswith((b"exit ", b"signal "))
+
+
+def _streams_open() -> bool:
+    """Whether fds 0, 1 and 2 are all open (else the socket would take one's number)."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+class _Replies:
+    """The server's lines, read from the connection."""
+
+    __slots__ = ("buffer", "conn")
+
+    def __init__(self, conn: "_socket.socket") -> None:
+        self.conn = conn
+        self.buffer = b""
+
+    def line(self) -> bytes | None:
+        """The next line without its newline; None at the end of the connection."""
+        while b"\n" not in self.buffer:
+            chunk = self.conn.recv(64)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+
+def _served(conn: "_socket.socket", reply: _Replies, status: bytes | None) -> int:
+    """The child runs: relay signals until its ``status`` comes, then end as it ended."""
+    from simulator import signals
+
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+    def relay(signum: int, frame: object) -> None:
+        try:  # noqa: SIM105  # contextlib is an import this module must not make
+            conn.send(bytes([signum]))
+        except OSError:  # the server is gone: its status will say so
+            pass
+
+    for signum in RELAYED_NUMBERS:
+        if _signal.getsignal(signum) != _signal.SIG_IGN:
+            _signal.signal(signum, relay)
+    for signum in signals.take_all():  # one that came before the child ran: it gets it now
+        relay(signum, None)
+    while status is None or not _is_status(status):  # "ok" may come after the status
+        try:
+            status = reply.line()
+        except OSError:
+            status = None
+        if status is None:
+            break
+    conn.close()
+    kind, _, number = (status or b"").partition(b" ")
+    if kind == b"exit" and number.isdigit():
+        return int(number)
+    signum = int(number) if kind == b"signal" and number.isdigit() else _signal.SIGKILL
+    for relayed in RELAYED_NUMBERS:
+        _signal.signal(relayed, _signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return 128 + signum  # a signal whose default is not to end a process

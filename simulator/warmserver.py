@@ -1,0 +1,400 @@
+"""The warm server: one process with everything imported, forking a child per ``zread``.
+
+Owns: ``zread-sim serve`` (:func:`main`, its command line, and :func:`serve`) and the
+loop behind it (:class:`WarmServer`), one thread on a selector. Its socket is
+:mod:`simulator.warmsocket`'s, its warm-up :mod:`simulator.warmup`'s, the launcher's
+side and the wire format :mod:`simulator.launcher`'s, what a child does
+:mod:`simulator.warmchild`'s; starting a server for a test session is
+:mod:`simulator.tools.serve`'s. It sits beside the command line, not in ``hosts/``: it
+runs the command line, in itself to warm up and in each child.
+
+- **Spares**: a child is forked ahead, once the server is idle (at the start, and after
+  each status it sends); it rehearses a run (the pages a run writes are copied then,
+  not while a client waits) and waits on a socket pair for its launch. A launch that
+  finds no spare gets a child forked at once.
+- **A launch**: a connection whose peer (``SO_PEERCRED``) has another uid is answered
+  ``refused`` (and one line on the server's stderr names the uid); otherwise, once its
+  request and its three fds are in, they go to the spare with the connection itself
+  (the relayed signals were blocked around its fork), and ``ok`` is answered. A byte
+  the launcher sends afterwards is a signal, sent on to the child (``os.kill``); the end
+  of the connection (the launcher killed) kills the child (SIGKILL). The child says
+  ``exit N`` itself once it has closed the client's streams; the server reaps it
+  through its ``pidfd`` and sends its status too (``exit N`` or ``signal N``: a child
+  killed says nothing); the launcher takes the first.
+- **Stop**: SIGTERM, SIGINT or SIGHUP kill the children (SIGKILL), send their
+  statuses, remove the socket (and the folder made for it), and end the loop.
+
+Must not: run a command in the server process itself once it serves, or read a
+launcher's request before it is whole (a slow peer never blocks the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import tempfile
+from collections.abc import Callable
+
+from simulator import launcher
+from simulator.warmsocket import ServeError, listen, remove
+from simulator.warmup import die_with_parent, load_libc, rehearse, warm_up
+
+MAX_REQUEST = 16 << 20
+"""The largest request a launcher may send (its arguments and environment)."""
+_FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
+_CREDENTIALS = struct.Struct("3i")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+class _Launch:
+    """One launcher's connection, and the child that runs its command."""
+
+    __slots__ = ("conn", "data", "fds", "launcher_pid", "pid", "pidfd")
+
+    def __init__(self, conn: socket.socket, launcher_pid: int) -> None:
+        self.conn: socket.socket | None = conn
+        self.launcher_pid = launcher_pid
+        self.data = bytearray()
+        self.fds: list[int] = []
+        self.pid = 0
+        self.pidfd = -1
+
+    def reply(self, line: bytes) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.send(line + b"\n")
+
+    def drop_fds(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+class _Spare:
+    """A child forked ahead, waiting on ``chan`` for the launch it will run."""
+
+    __slots__ = ("chan", "pid", "pidfd")
+
+    def __init__(self, pid: int, pidfd: int, chan: socket.socket) -> None:
+        self.pid, self.pidfd, self.chan = pid, pidfd, chan
+
+
+def _fds(launch: _Launch) -> array.array[int]:
+    """What a spare is given: the launcher's three streams, then the connection itself
+    (the child says its exit code on it, before its exit is reaped)."""
+    assert launch.conn is not None
+    return array.array("i", [*launch.fds[:3], launch.conn.fileno()])
+
+
+class WarmServer:
+    """The loop: accept launchers, fork children, relay signals, report statuses."""
+
+    def __init__(self, listener: socket.socket, warn: Callable[[str], None]) -> None:
+        self._listener = listener
+        self._warn = warn
+        self._selector = selectors.DefaultSelector()
+        self._stopping = False
+        self._wake = -1
+        self._spare: _Spare | None = None
+        self._launches: dict[int, _Launch] = {}
+        """Each launch, by the pid of its child (children only)."""
+
+    def catch_stop(self) -> None:
+        """From now on SIGTERM, SIGINT and SIGHUP stop the server (at its next turn)."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._stop)
+
+    def serve(self) -> None:
+        """Serve until SIGTERM, SIGINT or SIGHUP; then kill the children still running."""
+        load_libc()
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        os.set_blocking(wake_read, False)
+        self._wake = wake_read
+        signal.set_wakeup_fd(wake_write)
+        self.catch_stop()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._selector.register(wake_read, selectors.EVENT_READ, "wake")
+        self._spare = self._fork_spare()
+        try:
+            while not self._stopping:  # a stop during the warm-up is seen at once
+                for key, _ in self._selector.select():
+                    try:
+                        self._ready(key.data)
+                    except Exception as error:  # a bug: say it, serve on
+                        self._warn(f"internal error: {type(error).__name__}: {error}")
+                        if isinstance(key.data, _Launch):
+                            self._close(key.data)
+        finally:
+            signal.set_wakeup_fd(-1)
+            self._end_all()
+            self._selector.close()
+            os.close(wake_read)
+            os.close(wake_write)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        self._stopping = True
+
+    def _ready(self, data: object) -> None:
+        if data is None:
+            self._accept()
+        elif data == "wake":
+            with contextlib.suppress(OSError):
+                os.read(self._wake, 512)
+        elif isinstance(data, tuple):  # (the launch, "child"): its child ended
+            self._reap(data[0])
+        elif isinstance(data, _Spare):  # a spare died unused: another takes its place
+            self._bury(data)
+            if not self._stopping:
+                self._spare = self._fork_spare()
+        elif isinstance(data, _Launch) and data.conn is not None:  # (closed this turn)
+            self._read(data)
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        conn.setblocking(False)
+        pid, uid, _gid = _CREDENTIALS.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
+        )
+        if uid != os.getuid():
+            self._warn(
+                f"refused a launcher of uid {uid} (pid {pid}): this server serves uid "
+                f"{os.getuid()} only"
+            )
+            launch = _Launch(conn, pid)
+            launch.reply(b"refused")
+            conn.close()
+            return
+        launch = _Launch(conn, pid)
+        self._selector.register(conn, selectors.EVENT_READ, launch)
+        self._read(launch)  # the request is usually there already
+
+    def _read(self, launch: _Launch) -> None:
+        conn = launch.conn
+        assert conn is not None
+        try:
+            data, ancillary, _flags, _ = conn.recvmsg(65536, _FDS_SPACE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, ancillary = b"", []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+                launch.fds.extend(fds)
+        if launch.pid:  # the child runs: a byte is a signal, the end a kill
+            self._relay(launch, data)
+            return
+        launch.data += data
+        size = launcher.request_size(bytes(launch.data[:7]))
+        broken = not data or (len(launch.data) >= 7 and size is None)
+        if broken or (size is not None and size > MAX_REQUEST):
+            self._close(launch)
+        elif size is not None and len(launch.data) >= size:
+            self._start(launch, size)
+
+    def _relay(self, launch: _Launch, data: bytes) -> None:
+        launch.drop_fds()
+        if not data:  # the launcher is gone (killed): so is its child
+            with contextlib.suppress(OSError):
+                os.kill(launch.pid, signal.SIGKILL)
+            self._close(launch)
+            return
+        for signum in data:
+            if signum in launcher.RELAYED_NUMBERS:
+                with contextlib.suppress(OSError):
+                    os.kill(launch.pid, signum)
+
+    def _start(self, launch: _Launch, size: int) -> None:
+        request = bytes(launch.data[:size])
+        try:
+            launcher.decode_request(request)
+        except ValueError:
+            self._close(launch)
+            return
+        if len(launch.fds) != 3:
+            self._close(launch)
+            return
+        spare = self._spare or self._fork_spare(ahead=False)
+        self._spare = None
+        try:
+            message = launch.launcher_pid.to_bytes(4, "big") + request
+            spare.chan.sendmsg(
+                [message[:65536]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fds(launch)))]
+            )
+            if len(message) > 65536:  # the spare may have read it all and be gone
+                spare.chan.sendall(message[65536:])
+        except OSError:  # the spare died: the launcher runs its command itself
+            self._close(launch)
+            self._bury(spare)
+            return
+        finally:
+            spare.chan.close()
+        extra = bytes(launch.data[size:])
+        launch.pid, launch.pidfd = spare.pid, spare.pidfd
+        launch.drop_fds()
+        self._launches[launch.pid] = launch
+        self._selector.modify(launch.pidfd, selectors.EVENT_READ, (launch, "child"))
+        launch.reply(b"ok")
+        if extra:
+            self._relay(launch, extra)
+
+    def _fork_spare(self, *, ahead: bool = True) -> _Spare:
+        """Fork the child that serves the next launch. Forked ``ahead`` (once the
+        server is idle: after a child's status is sent), it rehearses, then waits for
+        it, the fork and the first writes to the server's memory already paid; forked
+        when a launch finds no spare, it takes that launch at once."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        relayed = set(launcher.RELAYED_NUMBERS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, relayed)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                from simulator.warmchild import wait_and_become
+
+                wait_and_become(theirs.detach(), die_with_parent, rehearse if ahead else None)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, relayed)
+        theirs.close()
+        spare = _Spare(pid, os.pidfd_open(pid), ours)
+        self._selector.register(spare.pidfd, selectors.EVENT_READ, spare)
+        return spare
+
+    def _bury(self, spare: _Spare) -> None:
+        """A spare that died before it was used: reaped, forgotten."""
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(spare.pidfd)
+        with contextlib.suppress(OSError):
+            os.kill(spare.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(spare.pid, 0)
+        os.close(spare.pidfd)
+        spare.chan.close()
+        if self._spare is spare:
+            self._spare = None
+
+    def _reap(self, launch: _Launch) -> None:
+        _, status = os.waitpid(launch.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        self._selector.unregister(launch.pidfd)
+        os.close(launch.pidfd)
+        del self._launches[launch.pid]
+        launch.reply(b"exit %d" % code if code >= 0 else b"signal %d" % -code)
+        self._close(launch)
+        if self._spare is None and not self._stopping:
+            self._spare = self._fork_spare()
+
+    def _close(self, launch: _Launch) -> None:
+        launch.drop_fds()
+        if launch.conn is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(launch.conn)
+            launch.conn.close()
+            launch.conn = None
+
+    def _end_all(self) -> None:
+        """Kill every child still running, reap it, and tell its launcher."""
+        if self._spare is not None:
+            self._bury(self._spare)
+        for launch in list(self._launches.values()):
+            with contextlib.suppress(OSError):
+                os.kill(launch.pid, signal.SIGKILL)
+            self._reap(launch)
+        for key in list(self._selector.get_map().values()):
+            if isinstance(key.data, _Launch):
+                self._close(key.data)
+
+
+def serve(path: str | None, *, ready: Callable[[str], None], warn: Callable[[str], None]) -> int:
+    """Listen at ``path`` (a private folder of its own when None), warm up, say
+    ``ready(socket path)``, and serve until stopped; the exit code."""
+    listener, where, made = listen(path)
+    try:
+        server = WarmServer(listener, warn)
+        server.catch_stop()
+        scratch = tempfile.mkdtemp(prefix="zread-sim-warm-")
+        try:
+            warm_up(scratch)
+        finally:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
+        ready(where)
+        server.serve()
+    finally:
+        listener.close()
+        remove(where, made)
+    return 0
+
+
+# -- the command line -------------------------------------------------------------------------
+
+PROG = "zread-sim serve"
+
+
+def _parser() -> argparse.ArgumentParser:
+    from simulator.tools.arguments import raising
+
+    parser = raising(ServeError)(
+        prog=PROG,
+        description="Serve zread launches from one warm process: a zread started with "
+        f"{launcher.VARIABLE} set to the socket this prints runs in a child forked from "
+        "it, on its own standard streams, in a fraction of a process's start-up.",
+    )
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the socket to listen on; its folder must be yours and 0700 "
+        "(default: zread.sock in a private folder made for it)",
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``zread-sim serve [--socket PATH]``: serve until stopped; the exit code (2: a
+    bad argument or socket)."""
+    try:
+        args = _parser().parse_args(argv)
+    except ServeError as refused:
+        sys.stderr.write(f"{PROG}: {refused}\n")
+        return 2
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else 0
+
+    def ready(path: str) -> None:
+        sys.stdout.write(f"{launcher.VARIABLE}={path}\n")
+        sys.stdout.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)  # a reader waiting for the end gets it
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+    def warn(line: str) -> None:
+        sys.stderr.write(f"{PROG}: {line}\n")
+        sys.stderr.flush()
+
+    try:
+        return serve(args.socket, ready=ready, warn=warn)
+    except ServeError as error:
+        warn(str(error).removeprefix("serve: "))
+        return 2
+    except Exception as error:  # the simulator's own bug: one line
+        warn(f"internal error: {type(error).__name__}: {error}")
+        return 70

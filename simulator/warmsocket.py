@@ -1,0 +1,92 @@
+"""The warm server's socket: a private folder, a socket only its uid can reach.
+
+Owns: :func:`listen` (the socket ``zread-sim serve`` listens on, and the folder made for
+it), the checks on a folder given with ``--socket`` and on what is already at its path,
+and :func:`remove` (what stopping leaves behind: nothing). The socket is ``zread.sock``
+in a folder made by ``tempfile.mkdtemp`` (0700), or the path ``--socket`` gives, whose
+folder must exist, be this uid's and grant nothing to group or others; the socket is
+0600. A live server at that path is refused, a stale socket replaced.
+
+Must not: accept a connection; the loop is :mod:`simulator.warmserver`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import tempfile
+
+from simulator.errors import ConfigurationError
+
+SOCKET_NAME = "zread.sock"
+
+
+class ServeError(ConfigurationError):
+    """The server cannot serve at the place asked (exit 2)."""
+
+
+def listen(path: str | None) -> tuple[socket.socket, str, str | None]:
+    """(the listening socket, its path, the folder made for it or None)."""
+    made = None
+    if path is None:
+        made = tempfile.mkdtemp(prefix="zread-sim-")
+        path = os.path.join(made, SOCKET_NAME)
+    else:
+        path = os.path.abspath(path)
+        _check_folder(os.path.dirname(path))
+        _clear_stale(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(128)
+    except OSError as error:
+        listener.close()
+        if made is not None:
+            remove(path, made)
+        raise ServeError(f"serve: socket {path}: {error.strerror or error}") from None
+    listener.setblocking(False)
+    return listener, path, made
+
+
+def _check_folder(folder: str) -> None:
+    try:
+        info = os.stat(folder)
+    except OSError as error:
+        raise ServeError(f"serve: --socket folder {folder}: {error.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ServeError(f"serve: --socket folder {folder}: not a directory")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ServeError(
+            f"serve: --socket folder {folder} must be yours and closed to others (0700)"
+        )
+
+
+def _clear_stale(path: str) -> None:
+    """Remove a socket nobody listens on at ``path``; refuse a live one or a file."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ServeError(f"serve: --socket {path}: exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:  # nobody listens: stale
+        os.unlink(path)
+    else:
+        raise ServeError(f"serve: --socket {path}: a server already listens there")
+    finally:
+        probe.close()
+
+
+def remove(path: str, made: str | None) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    if made is not None:
+        import shutil
+
+        shutil.rmtree(made, ignore_errors=True)

@@ -1,0 +1,93 @@
+"""Tests for simulator.launcher: the wire format, and when a launcher runs its command
+itself (no variable, no socket, nobody listening, the ``serve`` command)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator import launcher
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_request_round_trips_every_byte() -> None:
+    argv = [b"zread", b"generate", b"--stdio", b"\xff not utf-8", b""]
+    env = [b"HOME=/h", b"EMPTY=", b"WITH=EQUALS=SIGN"]
+    data = launcher.encode_request(b"/some/dir", argv, env)
+    assert launcher.request_size(data[:7]) == len(data)
+    cwd, decoded, environ = launcher.decode_request(data)
+    assert (cwd, decoded) == (b"/some/dir", argv)
+    assert environ == {b"HOME": b"/h", b"EMPTY": b"", b"WITH": b"EQUALS=SIGN"}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"XYZ\0\0\0\1\0", b"ZS1\0\0\0\2a\0", b"ZS1\0\0\0\x050\0x\0\0"[:9]],
+)
+def test_what_is_not_a_whole_request_is_refused(data: bytes) -> None:
+    with pytest.raises(ValueError, match="launcher's request"):
+        launcher.decode_request(data)
+
+
+def test_a_request_without_its_arguments_is_refused() -> None:
+    body = b"/\x000\x00"
+    with pytest.raises(ValueError, match="without its arguments"):
+        launcher.decode_request(b"ZS1" + len(body).to_bytes(4, "big") + body)
+
+
+def _hand_over(path: str, *argv: str) -> str:
+    """What hand_over returns, in a fresh interpreter with that argv."""
+    code = (
+        "import sys; from simulator import launcher; "
+        f"sys.argv = {['zread', *argv]!r}; print(launcher.hand_over({path!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert done.stderr == ""
+    return done.stdout.strip()
+
+
+def test_no_server_means_the_command_runs_here(tmp_path: Path) -> None:
+    assert _hand_over("", "version") == "None"
+    assert _hand_over(str(tmp_path / "missing.sock"), "version") == "None"
+    stale = tmp_path / "stale.sock"
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(stale))
+    assert _hand_over(str(stale), "version") == "None"
+    assert _hand_over(str(tmp_path), "version") == "None"  # not a socket at all
+
+
+def test_the_serve_command_is_never_handed_over(tmp_path: Path) -> None:
+    path = tmp_path / "live.sock"
+    with socket.socket(socket.AF_UNIX) as live:
+        live.bind(str(path))
+        live.listen()
+        assert _hand_over(str(path), "serve") == "None"
+
+
+def test_the_launched_pid_is_this_process_unless_set() -> None:
+    code = (
+        "import os; from simulator import launcher; "
+        "a = launcher.launched_pid() == os.getpid(); launcher.set_launched_pid(4242); "
+        "print(a, launcher.launched_pid())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "4242"]
+
+
+def test_the_launcher_imports_nothing_heavy() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import simulator.launcher; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    added = set(done.stdout.split())
+    assert "simulator.launcher" in added
+    heavy = {"socket", "_socket", "struct", "json", "enum", "selectors", "typing", "re", "signal"}
+    assert added & heavy == set()
