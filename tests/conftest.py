@@ -108,6 +108,32 @@ def nothing_written_where_it_must_not_be() -> Iterator[None]:
     assert not created, f"the test run wrote into {', '.join(created)}"
 
 
+@pytest.fixture(scope="session")
+def warm_server(pytestconfig: pytest.Config) -> str:
+    """The socket of this run's warm server (``zread-sim serve``, one per worker, as
+    ``zread_bin`` starts it); "" with ``--zread-no-server``."""
+    from simulator.launcher import VARIABLE
+    from simulator.tools.serve import start_for_tests
+
+    return start_for_tests(pytestconfig).get(VARIABLE, "")
+
+
+@pytest.fixture(autouse=True)
+def processes_start_warm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``zread`` or ``python -m simulator`` a test starts with this environment is
+    served by the warm server: a real process on real pipes, forked from one that has
+    imported the simulator already, instead of one that imports it again. A test marked
+    ``cold`` (what it checks is the process's own start-up, or its memory in ``/proc``)
+    and a test that hands its process a stripped environment start it cold; so does
+    every test with ``--zread-no-server``."""
+    if request.node.get_closest_marker("cold") is not None:
+        monkeypatch.delenv("ZREAD_SIM_SERVER", raising=False)
+        return
+    path = request.getfixturevalue("warm_server")
+    if path:
+        monkeypatch.setenv("ZREAD_SIM_SERVER", path)
+
+
 @pytest.fixture(autouse=True)
 def zread_places(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fresh project (the working directory); HOME is a fresh folder beside it."""

@@ -27,7 +27,11 @@ def test_the_example_records_checks_and_replays(tmp_path: Path) -> None:
     python = bin_dir / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["TMPDIR"] = str(tmp_path)
     script = example() + '\necho "dir $PWD"\n'

@@ -129,7 +129,11 @@ def write_scenario(directory: Path, name: str, text: str) -> str:
 
 
 def _clean_environ(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env.update(extra or {})
     return env
 
@@ -399,7 +403,11 @@ class Proc:
 def install_zread(folder: Path, *options: str) -> Path:
     """``zread-sim install folder *options`` as a real process (no ``ZREAD_SIM_*``
     variable passed on); the folder holding the ``zread`` it wrote."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     done = subprocess.run(
         [sys.executable, "-m", "simulator", "install", str(folder), *options],
         env=env,

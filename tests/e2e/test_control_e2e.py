@@ -59,7 +59,11 @@ GENERATE = {"type": "select_action", "params": {"action": "generate"}}
 
 
 def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env["ZREAD_SIM_FILES"] = "0"  # the protocol alone, run after run
     env.update(extra or {})
     return env

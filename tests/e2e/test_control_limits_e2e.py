@@ -25,7 +25,10 @@ from simulator.tools.remote import Remote
 from .test_control_e2e import GENERATE, Sim, send_escaped
 from .test_control_e2e import sock_path as sock_path  # a fixture: used by its name
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+    pytest.mark.cold,  # the memory read is the process's own
+]
 
 PYTHON_WORDS = (
     "sys.set_int_max_str_digits",

@@ -100,7 +100,11 @@ def process_run(
     cmd += ["--scenario", scenario]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env["ZREAD_SIM_FILES"] = "0"  # the protocol alone: virtual time writes no files either
     popen = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env

@@ -38,7 +38,11 @@ class Child:
     ) -> None:
         argv = [sys.executable, "-m", "simulator", command, *flags, "--stdio"]
         argv += ["--speed", speed, "--scenario", scenario, "--seed", str(seed)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+        }
         env["ZREAD_SIM_FILES"] = "0"  # the bytes on stdout alone, run after run
         self.popen = subprocess.Popen(
             argv,

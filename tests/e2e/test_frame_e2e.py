@@ -33,7 +33,11 @@ def run(
     scenario: str = "default",
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m simulator <command> --stdio --speed 0`` fed ``commands`` at once."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     environ["ZREAD_SIM_FILES"] = "0"  # the bytes on stdout alone, run after run
     environ.update(env or {})
     argv = [sys.executable, "-m", "simulator", command, "--stdio", "--speed", "0"]

@@ -73,7 +73,11 @@ class Generate:
     def __init__(self, *args: str, speed: float = 0, scenario: str = "default") -> None:
         argv = [sys.executable, "-m", "simulator", "generate", "--stdio"]
         argv += ["--speed", str(speed), "--scenario", scenario, *args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+        }
         self.popen = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,

@@ -20,7 +20,10 @@ import pytest
 
 from .test_control_limits_e2e import rss_kb
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+    pytest.mark.cold,  # the memory read is the process's own
+]
 
 WARM = 10_000
 MORE = 40_000

@@ -616,7 +616,11 @@ def test_same_seed_same_events_other_seed_other_data() -> None:
 
 
 def refuse(path: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     done = subprocess.run(
         [sys.executable, "-m", "simulator", "version", "--stdio", "--scenario", path],
         capture_output=True,

@@ -271,7 +271,11 @@ def test_no_spelling_of_the_key_is_in_anything_the_simulator_writes(
         )
         ours.add(scenario)
         program += ["--scenario", str(scenario)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env["HOME"] = str(home)
     cassette = work / "cassette.json"
 

@@ -46,9 +46,12 @@ DRIVERS = {
     "version": [],
 }
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/status").exists(), reason="needs /proc to see when signals are caught"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not Path("/proc/self/status").exists(), reason="needs /proc to see when signals are caught"
+    ),
+    pytest.mark.cold,  # the start-up is what these tests signal
+]
 
 
 @dataclass

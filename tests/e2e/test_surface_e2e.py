@@ -269,7 +269,11 @@ def test_zread_sim_keeps_its_own_commands(tmp_path: Path) -> None:
 
 def shell(script: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
     """``script`` in /bin/sh, ``$PY`` being this interpreter's ``-m simulator``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+    }
     env["PY"] = f"{sys.executable} -m simulator"
     return subprocess.run(
         ["/bin/sh", "-c", script], capture_output=True, env=env, timeout=timeout, check=False

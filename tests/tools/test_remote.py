@@ -32,7 +32,11 @@ class Process:
     def __init__(self, path: str, command: str, *args: str, speed: float = 0.0) -> None:
         argv = [sys.executable, "-m", "simulator", command, "--stdio", "--speed", str(speed)]
         argv += ["--control", f"unix:{path}", *args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k == "ZREAD_SIM_SERVER" or not k.startswith("ZREAD_SIM_")
+        }
         self.popen = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
