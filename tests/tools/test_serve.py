@@ -22,6 +22,10 @@ def test_a_server_process_says_its_socket_and_stops() -> None:
     assert server.proc.returncode == 0 and not Path(server.path).exists()
 
 
+UNNEEDED = ("-p", "no:faker", "-p", "no:pytest-subprocess", "-p", "no:hypothesispytest")
+"""Plugins the inner runs have no use for: each costs every pytest start-up."""
+
+
 def test_one_server_per_pytest_session_and_none_with_the_option(
     pytester: pytest.Pytester,
 ) -> None:
@@ -38,12 +42,14 @@ def test_one_server_per_pytest_session_and_none_with_the_option(
             print("SOCKET=" + os.environ["SEEN"])
         """
     )
-    on = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    on = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNNEEDED, "-s")
     on.assert_outcomes(passed=1)
     (line,) = [line for line in on.outlines if "SOCKET=" in line]
     socket_path = line.split("SOCKET=", 1)[1].strip()
     assert socket_path.endswith("zread.sock") and not os.path.exists(socket_path)  # stopped
-    off = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--zread-no-server")
+    off = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", *UNNEEDED, "-s", "--zread-no-server"
+    )
     off.assert_outcomes(passed=1)
     assert any("SOCKET=none" in line for line in off.outlines)
 
