@@ -113,6 +113,14 @@ def client(fp: FakeProcess, lines: list[bytes]) -> Events:
     """The test's body with pytest-subprocess: register, then the client's own code."""
     fp.register(ARGV, stdout=lines)
     proc = subprocess.Popen(ARGV, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    events = read_to_done(proc)
+    proc.wait()
+    return events
+
+
+def read_to_done(proc: subprocess.Popen[bytes]) -> Events:
+    """The client's reading, the same in every peer that spawns: each line decoded, up
+    to the event with ``done``."""
     assert proc.stdout is not None
     events = []
     for line in proc.stdout:
@@ -120,7 +128,6 @@ def client(fp: FakeProcess, lines: list[bytes]) -> Events:
         events.append(event)
         if event["done"]:
             break
-    proc.wait()
     return events
 
 
@@ -129,12 +136,7 @@ def client_spawns(cwd: str) -> Events:
     proc = subprocess.Popen(ARGV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd)
     assert proc.stdin is not None
     assert proc.stdout is not None
-    events = []
-    for line in proc.stdout:
-        event = json.loads(line)
-        events.append(event)
-        if event["done"]:
-            break
+    events = read_to_done(proc)
     proc.wait()
     proc.stdin.close()
     proc.stdout.close()
