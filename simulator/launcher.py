@@ -62,6 +62,10 @@ def set_launched_pid(pid: int) -> None:
 
 # -- the wire format ------------------------------------------------------------------------
 
+MAX_REPLY = 64
+"""The longest line a server sends (``ok``, ``exit N``, ``signal N``): more without a
+newline is not a server's reply, and the launcher stops reading."""
+
 
 def encode_request(cwd: bytes, argv: list[bytes], environ: list[bytes]) -> bytes:
     """The request a launcher sends (see the module docstring)."""
@@ -111,6 +115,9 @@ def hand_over(path: str) -> int | None:
         return None
     try:
         conn.connect(path)
+        if not _ours(conn):  # a listener another user planted: hand it nothing
+            conn.close()
+            return None
         request = encode_request(
             os.getcwdb(),
             [os.fsencode(arg) for arg in sys.argv],
@@ -129,6 +136,16 @@ def hand_over(path: str) -> int | None:
         conn.close()
         return None
     return _served(conn, reply, None if first == b"ok" else first)
+
+
+def _ours(conn: "_socket.socket") -> bool:
+    """Whether the process listening on ``conn`` runs as this user (``SO_PEERCRED``:
+    pid, uid, gid as C ints). A socket path outlives its server; another user who
+    listens there must not get this process's environment and streams."""
+    import _socket
+
+    creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder) == os.getuid()
 
 
 def _is_status(line: bytes | None) -> bool:
@@ -158,6 +175,8 @@ class _Replies:
     def line(self) -> bytes | None:
         """The next line without its newline; None at the end of the connection."""
         while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_REPLY:  # not the server's: no line is this long
+                return None
             chunk = self.conn.recv(64)
             if not chunk:
                 return None

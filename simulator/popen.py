@@ -256,7 +256,8 @@ class ServedPopen(REAL_POPEN):  # type: ignore[type-arg]
         """Start the call where Popen would fork: it gets its own copies of the child's
         ends (this process's 0, 1, 2 where the launch redirected nothing), and the
         parent's copies are closed as after a fork."""
-        argv = [os.fsdecode(a) for a in ([args] if isinstance(args, str | bytes) else args)]
+        single = isinstance(args, str | bytes | os.PathLike)
+        argv = [os.fsdecode(a) for a in ([args] if single else args)]
         fds = (_child_end(p2cread, 0), _child_end(c2pwrite, 1), _child_end(errwrite, 2))
         self._close_pipe_fds(  # type: ignore[attr-defined]  # as Popen's own does
             p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite

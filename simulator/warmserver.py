@@ -267,10 +267,13 @@ class WarmServer:
         signal.pthread_sigmask(signal.SIG_BLOCK, relayed)
         try:
             pid = os.fork()
-            if pid == 0:
-                from simulator.warmchild import wait_and_become
+            if pid == 0:  # the child never comes back into this loop, whatever happens
+                try:
+                    from simulator.warmchild import wait_and_become
 
-                wait_and_become(theirs.detach(), die_with_parent, rehearse if ahead else None)
+                    wait_and_become(theirs.detach(), die_with_parent, rehearse if ahead else None)
+                finally:
+                    os._exit(70)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, relayed)
         theirs.close()

@@ -3,6 +3,7 @@ itself (no variable, no socket, nobody listening, the ``serve`` command)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -91,3 +92,60 @@ def test_the_launcher_imports_nothing_heavy() -> None:
     assert "simulator.launcher" in added
     heavy = {"socket", "_socket", "struct", "json", "enum", "selectors", "typing", "re", "signal"}
     assert added & heavy == set()
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.getuid() != 0, reason="needs root to setuid")
+def test_a_listener_of_another_user_gets_nothing() -> None:
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp()  # a shared place another user can reach, as /tmp is
+    os.chmod(folder, 0o777)
+    try:
+        _planted_listener_gets_nothing(os.path.join(folder, "planted.sock"))
+    finally:
+        shutil.rmtree(folder)
+
+
+def _planted_listener_gets_nothing(path: str) -> None:
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the planted listener, as uid 65534
+        try:
+            os.setuid(65534)
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(path)
+            server.listen()
+            os.write(ready_w, b"!")
+            conn, _ = server.accept()
+            got = conn.recv(1 << 16)
+            os._exit(0 if got == b"" else 1)
+        finally:
+            os._exit(2)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"!"
+    assert launcher.hand_over(path) is None  # refused: the command runs here
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # it read nothing: no request, no fd
+
+
+def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:
+    path = str(tmp_path / "long.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1 << 20)
+            conn.sendall(b"x" * (launcher.MAX_REPLY * 4))  # no newline, and more to come
+            conn.recv(1)  # held open until the launcher gives up
+
+    import threading
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    assert launcher.hand_over(path) is None
+    thread.join(10)
+    server.close()

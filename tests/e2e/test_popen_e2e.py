@@ -70,6 +70,15 @@ def test_check_output_and_a_usage_error(zread_popen: ZreadExecutable) -> None:
     assert "This zread is zread-sim, a stand-in" in help_text
 
 
+def test_a_path_object_as_the_program_is_served(zread_popen: ZreadExecutable) -> None:
+    alone = subprocess.run(Path(zread_popen), capture_output=True, text=True)
+    assert (alone.returncode, alone.stderr) == (0, "")
+    assert alone.stdout.startswith("Zread turns a code repository into a wiki")
+    listed = subprocess.run([Path(zread_popen), "version", "--stdio"], capture_output=True)
+    assert json.loads(listed.stdout)["done"] is True
+    assert [call.argv[1:] for call in zread_popen.calls] == [["version", "--stdio"]]
+
+
 def test_communicate_and_iterating_stdout(zread_popen: ZreadExecutable) -> None:
     with subprocess.Popen(
         [*GENERATE, "-y"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
