@@ -200,6 +200,9 @@ class WarmServer:
         if launch.pid:  # the child runs: a byte is a signal, the end a kill
             self._relay(launch, data)
             return
+        if len(launch.fds) > 3:  # a request carries three: more is not a launcher's
+            self._close(launch)
+            return
         launch.data += data
         size = launcher.request_size(bytes(launch.data[:7]))
         broken = not data or (len(launch.data) >= 7 and size is None)
@@ -234,11 +237,11 @@ class WarmServer:
         self._spare = None
         try:
             message = launch.launcher_pid.to_bytes(4, "big") + request
-            spare.chan.sendmsg(
+            sent = spare.chan.sendmsg(
                 [message[:65536]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fds(launch)))]
             )
-            if len(message) > 65536:  # the spare may have read it all and be gone
-                spare.chan.sendall(message[65536:])
+            if sent < len(message):  # the rest; the spare may have read it all and be gone
+                spare.chan.sendall(message[sent:])
         except OSError:  # the spare died: the launcher runs its command itself
             self._close(launch)
             self._bury(spare)

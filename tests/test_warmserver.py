@@ -3,6 +3,7 @@ processes and a real socket: a bad request, a launcher gone, a stop with a child
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import signal
@@ -72,3 +73,17 @@ def test_a_stop_kills_the_children_and_their_launchers_see_it() -> None:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+def test_a_peer_that_sends_more_than_three_fds_is_dropped() -> None:
+    server = ServerProcess()
+    try:
+        with socket.socket(socket.AF_UNIX) as peer, open(os.devnull, "rb") as null:
+            peer.connect(server.path)
+            fds = array.array("i", [null.fileno()] * 3).tobytes()
+            for _ in range(2):  # a byte of a request, three fds each time
+                peer.sendmsg([b"Z"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            assert peer.recv(100) == b""  # closed, its fds not kept
+        assert server.proc.poll() is None  # and the server serves on
+    finally:
+        server.stop()
