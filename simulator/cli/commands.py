@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import os
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -110,8 +111,11 @@ def _install(args: argparse.Namespace, out: BinaryIO) -> int:
     from pathlib import Path
 
     from simulator.hosts.executable import write_zread_executable
+    from simulator.launcher import VARIABLE
 
     variables = baked(args)
+    if os.environ.get(VARIABLE):  # a warm server runs: the script hands its runs to it
+        variables.setdefault(VARIABLE, os.environ[VARIABLE])
     folder = Path(args.dir).absolute()
     try:
         folder.mkdir(parents=True, exist_ok=True)
