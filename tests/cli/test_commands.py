@@ -73,6 +73,22 @@ def test_install_writes_a_script_with_the_options_baked(tmp_path: Path) -> None:
     assert "ZREAD_SIM_SCENARIO" in text and "empty" in text and "ZREAD_SIM_SEED" in text
 
 
+@pytest.mark.parametrize("server", ["/run/user/0/zread-sim-x/zread.sock", ""])
+def test_install_bakes_the_warm_server_it_runs_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    monkeypatch.setenv("ZREAD_SIM_SERVER", server)
+    spec = SUBCOMMANDS["install"]
+    parser = argparse.ArgumentParser()
+    assert spec.arguments and spec.run
+    spec.arguments(parser)
+    add_simulator_options(parser)
+    assert spec.run(parser.parse_args([str(tmp_path)]), io.BytesIO()) == 0
+    text = (tmp_path / "zread").read_text()
+    assert ("ZREAD_SIM_SERVER" in text) is bool(server)
+    assert (server in text) if server else True
+
+
 def test_install_into_a_place_it_cannot_write_is_a_usage_error(tmp_path: Path) -> None:
     spec = SUBCOMMANDS["install"]
     blocker = tmp_path / "file"
