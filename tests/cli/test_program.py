@@ -686,6 +686,7 @@ def baked_of(script: Path) -> dict[str, str]:
     return baked
 
 
+@pytest.mark.cold  # no warm server to bake: the baked set is asserted whole
 def test_install_writes_an_executable_zread_and_prints_its_path(tmp_path: Path) -> None:
     folder = tmp_path / "new" / "bin"
     result = run(tmp_path, ["install", str(folder)])
@@ -696,6 +697,7 @@ def test_install_writes_an_executable_zread_and_prints_its_path(tmp_path: Path) 
     assert baked_of(folder / "zread") == {}
 
 
+@pytest.mark.cold  # no warm server to bake: the baked set is asserted whole
 def test_install_bakes_the_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.toml").write_text('extends = "empty"\n')
