@@ -135,12 +135,17 @@ def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:
     server.bind(path)
     server.listen()
 
+    closed: list[bool] = []
+
     def answer() -> None:
         conn, _ = server.accept()
         with conn:
             conn.recv(1 << 20)
             conn.sendall(b"x" * (launcher.MAX_REPLY * 4))  # no newline, and more to come
-            conn.recv(1)  # held open until the launcher gives up
+            try:  # held open until the launcher gives up and closes its end
+                closed.append(conn.recv(1) == b"")
+            except ConnectionResetError:  # closed with our bytes unread
+                closed.append(True)
 
     import threading
 
@@ -149,3 +154,4 @@ def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:
     assert launcher.hand_over(path) is None
     thread.join(10)
     server.close()
+    assert closed == [True]
