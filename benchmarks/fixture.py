@@ -159,13 +159,18 @@ class Peers:
         os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
         os.environ["ZREAD_SIM_SPEED"] = "0"
 
-    def files(self) -> tuple[float, Events]:
-        gc.collect()
-        begin = time.perf_counter()
+    def places(self) -> tuple[str, str, str]:
+        """A fresh folder with ``home`` and ``project`` in it: (folder, home, project)."""
         root = tempfile.mkdtemp(prefix="zread-sim-", dir=self.base)
         home, project = os.path.join(root, "home"), os.path.join(root, "project")
         os.mkdir(home)
         os.mkdir(project)
+        return root, home, project
+
+    def files(self) -> tuple[float, Events]:
+        gc.collect()
+        begin = time.perf_counter()
+        _, home, project = self.places()
         sim = ZreadSim(home=home, project=project)
         session = sim.start("generate", "-y")
         session.wait_done()
@@ -188,10 +193,7 @@ class Peers:
         the client's code."""
         gc.collect()
         begin = time.perf_counter()
-        root = tempfile.mkdtemp(prefix="zread-sim-", dir=self.base)
-        home, project = os.path.join(root, "home"), os.path.join(root, "project")
-        os.mkdir(home)
-        os.mkdir(project)
+        root, home, project = self.places()
         os.environ["ZREAD_SIM_HOME"] = home
         os.environ["ZREAD_SIM_JOURNAL"] = os.path.join(root, "journal.jsonl")
         events = client_spawns(project)

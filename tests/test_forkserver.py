@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.helpers import process_running
 from tests.forkserver import ForkServer
 
 SCRIPT = """
@@ -106,16 +107,8 @@ def test_a_child_past_its_time_is_killed_with_what_it_started(
     assert forked.code is None
     left = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _running(left):
+    while time.monotonic() < deadline and process_running(left):
         time.sleep(0.05)
-    assert not _running(left)
+    assert not process_running(left)
     (work / "quick.py").write_text("print('next')\n")
     assert server.run("script", ["quick.py"], work, env, 20, work.parent).out == "next\n"
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().split()[2] != "Z"
-    except OSError:
-        return False

@@ -21,6 +21,7 @@ import pytest
 
 from simulator.pytest_plugin import ZreadExecutable
 from simulator.runners.virtual import SimSession, ZreadSim
+from tests.e2e.helpers import process_running
 
 pytest_plugins = ["pytester"]
 
@@ -362,9 +363,9 @@ def test_zread_bin_kills_what_a_test_left_running_and_says_so(
     result.stdout.fnmatch_lines(["*still running when the test ended (killed)*generate*"])
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _running(pid):
+    while time.monotonic() < deadline and process_running(pid):
         time.sleep(0.05)
-    assert not _running(pid)
+    assert not process_running(pid)
 
 
 def test_zread_bin_kills_a_call_past_its_timeout(zread_bin: ZreadExecutable) -> None:
@@ -379,14 +380,6 @@ def test_zread_bin_kills_a_call_past_its_timeout(zread_bin: ZreadExecutable) -> 
     assert call.violations[-1].endswith(
         "killed after the 0.5 s timeout: in state editing: zread config --stdio"
     )
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 # -- --zread-coverage ----------------------------------------------------------------------

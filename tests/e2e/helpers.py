@@ -485,3 +485,12 @@ def held_ports(count: int) -> tuple[int, list[socket.socket]]:
             continue
         return base, held
     raise AssertionError("no free run of ports")
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().split()[2] != "Z"
+    except OSError:
+        return False
