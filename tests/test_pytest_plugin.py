@@ -129,7 +129,8 @@ def test_sessions_are_closed_after_each_test(pytester: pytest.Pytester) -> None:
         URL_FILE = Path({str(url_file)!r})
 
         def test_1_serves(zread_sim):
-            session = zread_sim.start("browse")
+            # An ephemeral port: 9681, the default, may be another worker's meanwhile.
+            session = zread_sim.start("browse", "--port", "0")
             url = session.wait_state("serving")["vm"]["url"]
             with urllib.request.urlopen(url, timeout=5) as response:
                 assert response.status == 200
