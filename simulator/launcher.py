@@ -7,11 +7,12 @@ which process the client launched (:func:`launched_pid`: a served run journals a
 launcher, the process the client knows).
 
 The launcher connects to the socket and sends one message: its standard streams (fds
-0, 1 and 2, as ``SCM_RIGHTS``) and a request, ``ZS1``, the length of the body as 4
-bytes big-endian, and the body: the working directory, the number of arguments, the
-arguments (``sys.argv``), then the environment as ``NAME=VALUE``, every field raw bytes
-ended by a NUL. The server answers in lines: ``ok`` (a child runs the command on those
-streams), or ``refused``; then, once the child ended, ``exit N`` or ``signal N``.
+0, 1 and 2, as ``SCM_RIGHTS``) and a request, ``ZS2``, the length of the body as 4
+bytes big-endian, and the body: the working directory, the umask (octal digits), the
+number of arguments, the arguments (``sys.argv``), then the environment as
+``NAME=VALUE``, every field raw bytes ended by a NUL. The server answers in lines:
+``ok`` (a child runs the command on those streams), or ``refused``; then, once the
+child ended, ``exit N`` or ``signal N``.
 After ``ok`` the launcher points its own 0, 1 and 2 at /dev/null (the client sees the
 end of stdout when the child closes it, not when the launcher exits) and waits,
 relaying SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (each one byte, its
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
 
 VARIABLE = "ZREAD_SIM_SERVER"
 """The socket path of the warm server a ``zread`` hands its run to."""
-MAGIC = b"ZS1"
+MAGIC = b"ZS2"
+HANDOVER_TIMEOUT = 10.0
+"""Seconds a launcher waits to connect, and then for the server's first line."""
 RELAYED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 """The signals a launcher passes on to its child."""
 RELAYED_NUMBERS = frozenset(getattr(_signal, name) for name in RELAYED)
@@ -67,9 +70,10 @@ MAX_REPLY = 64
 newline is not a server's reply, and the launcher stops reading."""
 
 
-def encode_request(cwd: bytes, argv: list[bytes], environ: list[bytes]) -> bytes:
+def encode_request(cwd: bytes, umask: int, argv: list[bytes], environ: list[bytes]) -> bytes:
     """The request a launcher sends (see the module docstring)."""
-    body = b"\0".join([cwd, str(len(argv)).encode(), *argv, *environ]) + b"\0"
+    fields = [cwd, b"%o" % umask, str(len(argv)).encode(), *argv, *environ]
+    body = b"\0".join(fields) + b"\0"
     return MAGIC + len(body).to_bytes(4, "big") + body
 
 
@@ -81,22 +85,24 @@ def request_size(head: bytes) -> int | None:
     return 7 + int.from_bytes(head[3:7], "big")
 
 
-def decode_request(data: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes]]:
-    """(working directory, arguments, environment) of a whole request; ValueError when
-    it is not one."""
+def decode_request(data: bytes) -> tuple[bytes, int, list[bytes], dict[bytes, bytes]]:
+    """(working directory, umask, arguments, environment) of a whole request;
+    ValueError when it is not one."""
     if request_size(data) != len(data) or not data.endswith(b"\0"):
         raise ValueError("not a launcher's request")
     fields = data[7:-1].split(b"\0")
-    count = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
-    if count < 1 or len(fields) < 2 + count:
+    if len(fields) < 2 or not fields[1] or fields[1].strip(b"01234567") or len(fields[1]) > 4:
+        raise ValueError("a launcher's request without its umask")
+    count = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
+    if count < 1 or len(fields) < 3 + count:
         raise ValueError("a launcher's request without its arguments")
-    argv = fields[2 : 2 + count]
+    argv = fields[3 : 3 + count]
     environ: dict[bytes, bytes] = {}
-    for entry in fields[2 + count :]:
+    for entry in fields[3 + count :]:
         name, equals, value = entry.partition(b"=")
         if equals and name:
             environ[name] = value
-    return fields[0], argv, environ
+    return fields[0], int(fields[1], 8) & 0o777, argv, environ
 
 
 # -- the launcher ---------------------------------------------------------------------------
@@ -114,12 +120,16 @@ def hand_over(path: str) -> int | None:
     except OSError:
         return None
     try:
+        conn.settimeout(HANDOVER_TIMEOUT)
         conn.connect(path)
         if not _ours(conn):  # a listener another user planted: hand it nothing
             conn.close()
             return None
+        mask = os.umask(0o22)  # the only way to read it, short of /proc
+        os.umask(mask)
         request = encode_request(
             os.getcwdb(),
+            mask,
             [os.fsencode(arg) for arg in sys.argv],
             [name + b"=" + value for name, value in os.environb.items()],
         )
@@ -132,9 +142,10 @@ def hand_over(path: str) -> int | None:
         if first != b"ok" and not _is_status(first):  # refused, or the server is gone
             conn.close()
             return None
-    except (OSError, ValueError):  # no server, a stale socket, a server gone: run here
-        conn.close()
+    except (OSError, ValueError):  # no server, a stale socket, a server gone or wedged
+        conn.close()  # (a child it started for this connection is killed): run here
         return None
+    conn.settimeout(None)  # the child runs as long as its client wants
     return _served(conn, reply, None if first == b"ok" else first)
 
 

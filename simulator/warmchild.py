@@ -3,7 +3,7 @@
 Owns: :func:`wait_and_become`, what a child forked by :mod:`simulator.warmserver` does to
 turn into the ``zread`` the client launched, then run it: a session of its own
 (``setsid``), the launcher's standard streams on fds 0, 1 and 2 and no other fd of the
-server's, the launcher's working directory, environment and ``sys.argv``, the signal
+server's, the launcher's working directory, umask, environment and ``sys.argv``, the signal
 dispositions a fresh process has (SIGPIPE and SIGXFSZ ignored, SIGINT as
 ``KeyboardInterrupt``, the rest at their defaults) with SIGTERM, SIGINT and SIGHUP then
 caught as the program's first instruction catches them (:mod:`simulator.signals`), new
@@ -70,9 +70,9 @@ def wait_and_become(
 
 def _receive(
     chan: int,
-) -> tuple[tuple[int, int, int, int], bytes, list[bytes], dict[bytes, bytes], int] | None:
-    """(fds: the three streams and the launcher's connection, cwd, argv, environment,
-    launcher's pid) from the server; None at the end."""
+) -> tuple[tuple[int, int, int, int], bytes, int, list[bytes], dict[bytes, bytes], int] | None:
+    """(fds: the three streams and the launcher's connection, cwd, umask, argv,
+    environment, launcher's pid) from the server; None at the end."""
     import array
     import socket
 
@@ -91,10 +91,11 @@ def _receive(
         if len(data) >= 11:
             size = 4 + (launcher.request_size(data[4:11]) or 0)
     conn.close()
-    cwd, argv, environ = launcher.decode_request(data[4:size])
+    cwd, umask, argv, environ = launcher.decode_request(data[4:size])
     if len(fds) != 4:
         raise ValueError("a launch without its streams")
-    return (fds[0], fds[1], fds[2], fds[3]), cwd, argv, environ, int.from_bytes(data[:4], "big")
+    launcher_pid = int.from_bytes(data[:4], "big")
+    return (fds[0], fds[1], fds[2], fds[3]), cwd, umask, argv, environ, launcher_pid
 
 
 def _say_exit(code: int) -> None:
@@ -115,6 +116,7 @@ def with_stderr(text: bytes) -> None:
 def _run(
     fds: tuple[int, int, int, int],
     cwd: bytes,
+    umask: int,
     argv: list[bytes],
     environ: dict[bytes, bytes],
     launcher_pid: int,
@@ -132,6 +134,7 @@ def _run(
     os.environb.clear()
     os.environb.update(environ)
     sys.argv = [os.fsdecode(arg) for arg in argv]
+    os.umask(umask)
     launcher.set_launched_pid(launcher_pid)
     tempfile.tempdir = None  # read again from this environment
     _fresh_signals()

@@ -1,12 +1,17 @@
 """The warm server: one process with everything imported, forking a child per ``zread``.
 
-Owns: ``zread-sim serve`` (:func:`main`, its command line, and :func:`serve`) and the
-loop behind it (:class:`WarmServer`), one thread on a selector. Its socket is
+Owns: ``zread-sim serve`` (:func:`main`, its command line), a server's life
+(:func:`serve`: listen, warm up, serve until stopped) and the loop
+(:class:`WarmServer`), one thread on a selector. Its socket is
 :mod:`simulator.warmsocket`'s, its warm-up :mod:`simulator.warmup`'s, the launcher's
 side and the wire format :mod:`simulator.launcher`'s, what a child does
 :mod:`simulator.warmchild`'s; starting a server for a test session is
 :mod:`simulator.tools.serve`'s. It sits beside the command line, not in ``hosts/``: it
 runs the command line, in itself to warm up and in each child.
+
+Over 400 lines, for a reason: the loop's steps (accept, read, start, relay, reap, shed,
+respawn) share the selector and the tables of launches and spares; apart, each would
+take the loop's whole state as arguments.
 
 - **Spares**: a child is forked ahead, once the server is idle (at the start, and after
   each status it sends); it rehearses a run (the pages a run writes are copied then,
@@ -22,7 +27,14 @@ runs the command line, in itself to warm up and in each child.
   through its ``pidfd`` and sends its status too (``exit N`` or ``signal N``: a child
   killed says nothing); the launcher takes the first.
 - **Stop**: SIGTERM, SIGINT or SIGHUP kill the children (SIGKILL), send their
-  statuses, remove the socket (and the folder made for it), and end the loop.
+  statuses, remove the socket (and the folder made for it), and end the loop. During
+  the warm-up they are blocked, so its runs never take one as their own ``quit``.
+- **Under pressure**: a connection whose request is not whole within
+  :data:`REQUEST_TIMEOUT` is closed; out of file descriptors, the server closes a fd it
+  keeps in reserve, accepts and closes the connection (its launcher runs the command
+  itself), and takes the reserve again, rather than spin on a listener that stays
+  readable; a spare that dies unused within a second of its fork is forked again after
+  a pause that doubles up to :data:`MAX_RESPAWN_PAUSE`, never in a tight loop.
 
 Must not: run a command in the server process itself once it serves, or read a
 launcher's request before it is whole (a slow peer never blocks the others).
@@ -40,6 +52,7 @@ import socket
 import struct
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 
 from simulator import launcher
@@ -48,6 +61,10 @@ from simulator.warmup import die_with_parent, load_libc, rehearse, warm_up
 
 MAX_REQUEST = 16 << 20
 """The largest request a launcher may send (its arguments and environment)."""
+REQUEST_TIMEOUT = 10.0
+"""Seconds a connection has to send its whole request."""
+MAX_RESPAWN_PAUSE = 5.0
+"""The longest pause before a spare that keeps dying is forked again."""
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 _CREDENTIALS = struct.Struct("3i")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -59,11 +76,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class _Launch:
     """One launcher's connection, and the child that runs its command."""
 
-    __slots__ = ("conn", "data", "fds", "launcher_pid", "pid", "pidfd")
+    __slots__ = ("conn", "data", "deadline", "fds", "launcher_pid", "pid", "pidfd")
 
     def __init__(self, conn: socket.socket, launcher_pid: int) -> None:
         self.conn: socket.socket | None = conn
         self.launcher_pid = launcher_pid
+        self.deadline = time.monotonic() + REQUEST_TIMEOUT
         self.data = bytearray()
         self.fds: list[int] = []
         self.pid = 0
@@ -84,10 +102,20 @@ class _Launch:
 class _Spare:
     """A child forked ahead, waiting on ``chan`` for the launch it will run."""
 
-    __slots__ = ("chan", "pid", "pidfd")
+    __slots__ = ("chan", "forked", "pid", "pidfd")
 
     def __init__(self, pid: int, pidfd: int, chan: socket.socket) -> None:
         self.pid, self.pidfd, self.chan = pid, pidfd, chan
+        self.forked = time.monotonic()
+
+
+def _passed_fds(ancillary: list[tuple[int, int, bytes]]) -> array.array[int]:
+    """The file descriptors ``SCM_RIGHTS`` passed in a message's ancillary data."""
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return fds
 
 
 def _fds(launch: _Launch) -> array.array[int]:
@@ -109,6 +137,12 @@ class WarmServer:
         self._spare: _Spare | None = None
         self._launches: dict[int, _Launch] = {}
         """Each launch, by the pid of its child (children only)."""
+        self._pending: set[_Launch] = set()
+        """The connections whose request is not whole yet."""
+        self._reserve = -1
+        """A fd held for the moment the others run out (see the module docstring)."""
+        self._respawn_pause = 0.0
+        self._respawn_at: float | None = None
 
     def catch_stop(self) -> None:
         """From now on SIGTERM, SIGINT and SIGHUP stop the server (at its next turn)."""
@@ -126,22 +160,24 @@ class WarmServer:
         self.catch_stop()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._selector.register(wake_read, selectors.EVENT_READ, "wake")
+        self._reserve = os.open(os.devnull, os.O_RDONLY)
         self._spare = self._fork_spare()
         try:
             while not self._stopping:  # a stop during the warm-up is seen at once
-                for key, _ in self._selector.select():
+                for key, _ in self._selector.select(self._timeout()):
                     try:
                         self._ready(key.data)
                     except Exception as error:  # a bug: say it, serve on
                         self._warn(f"internal error: {type(error).__name__}: {error}")
                         if isinstance(key.data, _Launch):
                             self._close(key.data)
+                self._on_time()
         finally:
             signal.set_wakeup_fd(-1)
             self._end_all()
             self._selector.close()
-            os.close(wake_read)
-            os.close(wake_write)
+            for fd in (wake_read, wake_write, self._reserve):
+                os.close(fd)
 
     def _stop(self, signum: int, frame: object) -> None:
         self._stopping = True
@@ -156,15 +192,46 @@ class WarmServer:
             self._reap(data[0])
         elif isinstance(data, _Spare):  # a spare died unused: another takes its place
             self._bury(data)
-            if not self._stopping:
-                self._spare = self._fork_spare()
+            self._respawn(data)
         elif isinstance(data, _Launch) and data.conn is not None:  # (closed this turn)
             self._read(data)
+
+    def _timeout(self) -> float | None:
+        """How long the selector may wait before :meth:`_on_time` has work."""
+        moments = [launch.deadline for launch in self._pending]
+        if self._respawn_at is not None:
+            moments.append(self._respawn_at)
+        return max(0.0, min(moments) - time.monotonic()) if moments else None
+
+    def _on_time(self) -> None:
+        """Close the connections past their deadline; fork a spare whose pause is over."""
+        now = time.monotonic()
+        for launch in [launch for launch in self._pending if launch.deadline <= now]:
+            self._close(launch)
+        if self._respawn_at is not None and self._respawn_at <= now:
+            self._respawn_at = None
+            if self._spare is None and not self._stopping:
+                self._spare = self._fork_spare()
+
+    def _respawn(self, dead: _Spare) -> None:
+        """Another spare for ``dead``: at once, unless spares die as soon as they are
+        forked (then after a pause that doubles each time)."""
+        if self._stopping:
+            return
+        if time.monotonic() - dead.forked >= 1.0:
+            self._respawn_pause = 0.0
+            self._spare = self._fork_spare()
+            return
+        self._respawn_pause = min(MAX_RESPAWN_PAUSE, max(0.05, 2 * self._respawn_pause))
+        self._respawn_at = time.monotonic() + self._respawn_pause
 
     def _accept(self) -> None:
         try:
             conn, _ = self._listener.accept()
-        except OSError:
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # out of fds (EMFILE, ENFILE): refuse one rather than spin
+            self._shed()
             return
         conn.setblocking(False)
         pid, uid, _gid = _CREDENTIALS.unpack(
@@ -181,7 +248,20 @@ class WarmServer:
             return
         launch = _Launch(conn, pid)
         self._selector.register(conn, selectors.EVENT_READ, launch)
+        self._pending.add(launch)
         self._read(launch)  # the request is usually there already
+
+    def _shed(self) -> None:
+        """Out of fds: free the reserve, accept one connection and close it (its
+        launcher sees the end, and runs its command itself), take the reserve again."""
+        os.close(self._reserve)
+        try:
+            conn, _ = self._listener.accept()
+            conn.close()
+        except OSError:
+            pass
+        finally:
+            self._reserve = os.open(os.devnull, os.O_RDONLY)
 
     def _read(self, launch: _Launch) -> None:
         conn = launch.conn
@@ -192,17 +272,16 @@ class WarmServer:
             return
         except OSError:
             data, ancillary = b"", []
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-                launch.fds.extend(fds)
+        launch.fds.extend(_passed_fds(ancillary))
         if launch.pid:  # the child runs: a byte is a signal, the end a kill
             self._relay(launch, data)
-            return
-        if len(launch.fds) > 3:  # a request carries three: more is not a launcher's
+        elif len(launch.fds) > 3:  # a request carries three: more is not a launcher's
             self._close(launch)
-            return
+        else:
+            self._take(launch, data)
+
+    def _take(self, launch: _Launch, data: bytes) -> None:
+        """More of a request: start its child once it is whole; close a broken one."""
         launch.data += data
         size = launcher.request_size(bytes(launch.data[:7]))
         broken = not data or (len(launch.data) >= 7 and size is None)
@@ -224,6 +303,7 @@ class WarmServer:
                     os.kill(launch.pid, signum)
 
     def _start(self, launch: _Launch, size: int) -> None:
+        self._pending.discard(launch)
         request = bytes(launch.data[:size])
         try:
             launcher.decode_request(request)
@@ -309,6 +389,7 @@ class WarmServer:
             self._spare = self._fork_spare()
 
     def _close(self, launch: _Launch) -> None:
+        self._pending.discard(launch)
         launch.drop_fds()
         if launch.conn is not None:
             with contextlib.suppress(KeyError, ValueError):
@@ -337,12 +418,14 @@ def serve(path: str | None, *, ready: Callable[[str], None], warn: Callable[[str
         server = WarmServer(listener, warn)
         server.catch_stop()
         scratch = tempfile.mkdtemp(prefix="zread-sim-warm-")
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the runs must not take them
         try:
             warm_up(scratch)
         finally:
             import shutil
 
             shutil.rmtree(scratch, ignore_errors=True)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held stops now
         ready(where)
         server.serve()
     finally:

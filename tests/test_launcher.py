@@ -19,26 +19,35 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_request_round_trips_every_byte() -> None:
     argv = [b"zread", b"generate", b"--stdio", b"\xff not utf-8", b""]
     env = [b"HOME=/h", b"EMPTY=", b"WITH=EQUALS=SIGN"]
-    data = launcher.encode_request(b"/some/dir", argv, env)
+    data = launcher.encode_request(b"/some/dir", 0o027, argv, env)
     assert launcher.request_size(data[:7]) == len(data)
-    cwd, decoded, environ = launcher.decode_request(data)
-    assert (cwd, decoded) == (b"/some/dir", argv)
+    cwd, umask, decoded, environ = launcher.decode_request(data)
+    assert (cwd, umask, decoded) == (b"/some/dir", 0o027, argv)
     assert environ == {b"HOME": b"/h", b"EMPTY": b"", b"WITH": b"EQUALS=SIGN"}
+
+
+def _request(body: bytes) -> bytes:
+    return launcher.MAGIC + len(body).to_bytes(4, "big") + body
 
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"XYZ\0\0\0\1\0", b"ZS1\0\0\0\2a\0", b"ZS1\0\0\0\x050\0x\0\0"[:9]],
+    [b"", b"XYZ\0\0\0\1\0", b"ZS2\0\0\0\2a\0", b"ZS1\0\0\0\x05/\x0022\x000\x00"],
 )
 def test_what_is_not_a_whole_request_is_refused(data: bytes) -> None:
     with pytest.raises(ValueError, match="launcher's request"):
         launcher.decode_request(data)
 
 
+@pytest.mark.parametrize("umask", [b"", b"9", b"-1", b"07777"])
+def test_a_request_without_a_umask_is_refused(umask: bytes) -> None:
+    with pytest.raises(ValueError, match="without its umask"):
+        launcher.decode_request(_request(b"/\x00" + umask + b"\x001\x00zread\x00"))
+
+
 def test_a_request_without_its_arguments_is_refused() -> None:
-    body = b"/\x000\x00"
     with pytest.raises(ValueError, match="without its arguments"):
-        launcher.decode_request(b"ZS1" + len(body).to_bytes(4, "big") + body)
+        launcher.decode_request(_request(b"/\x0022\x000\x00"))
 
 
 def _hand_over(path: str, *argv: str) -> str:
@@ -155,3 +164,18 @@ def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:
     thread.join(10)
     server.close()
     assert closed == [True]
+
+
+def test_a_server_that_never_answers_is_given_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "HANDOVER_TIMEOUT", 0.3)
+    path = str(tmp_path / "silent.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        assert launcher.hand_over(path) is None  # accepted by the backlog, never answered
+        conn, _ = server.accept()
+        with conn:
+            assert conn.recv(1 << 20).startswith(launcher.MAGIC)
+            assert conn.recv(1) == b""  # the launcher closed: a child started would die

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,48 @@ def test_the_project_is_its_working_directory(served: list[Ends], tmp_path: Path
     ends.read(ends.stdout)
     assert ends.call.wait(10) == 0
     assert (tmp_path / ".zread" / "wiki" / "current").exists()
+
+
+def test_relative_paths_start_from_its_working_directory(
+    served: list[Ends], tmp_path: Path
+) -> None:
+    (tmp_path / "mine.toml").write_text(
+        'extends = "default"\n[world.release]\ncurrent_version = "9.8.7"\n'
+    )
+    umask = os.umask(0o022)
+    os.umask(umask)
+    ends = Ends(
+        ["zread", "version", "--stdio", "--scenario", "mine.toml", "--journal", "j.jsonl"],
+        tmp_path,
+    )
+    served.append(ends)
+    (event,) = [json.loads(line) for line in ends.read(ends.stdout).splitlines()]
+    assert "9.8.7" in json.dumps(event)
+    assert ends.call.wait(10) == 0
+    assert (tmp_path / "j.jsonl").stat().st_size > 0
+    assert not Path("j.jsonl").exists()
+
+    ends = Ends(
+        ["zread", "generate", "--stdio", "--no-files", "--control", "unix:c.sock"], tmp_path
+    )
+    served.append(ends)
+    ends.line()  # the first event: the socket listens
+    sock = tmp_path / "c.sock"
+    assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sock", "j.jsonl", "mine.toml"]
+    assert os.umask(umask) == umask  # the process's umask was never changed
+    ends.call.signal(signal.SIGTERM)
+    assert ends.call.wait(10) == 0
+    assert not sock.exists()
+
+
+@pytest.mark.parametrize("control", ["stdio", "unix:c.sock"])
+def test_sigterm_quits_a_run_under_control(
+    served: list[Ends], tmp_path: Path, control: str
+) -> None:
+    ends = Ends(["zread", "generate", "--stdio", "--no-files", "--control", control], tmp_path)
+    served.append(ends)
+    assert os.read(ends.stdout, 1)  # the run has begun
+    ends.call.signal(signal.SIGTERM)
+    assert ends.call.wait(10) == 0
+    assert b'"done":true' in ends.read(ends.stdout)

@@ -51,14 +51,13 @@ def run(
 ) -> int:
     from simulator.scenario import load_scenario
 
-    if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
-        return _replay(args, stdin, stdout)
     hosted = IN_PROCESS.get()
     if hosted is not None:  # relative paths start from the run's own directory
-        for option in ("home", "project", "journal"):
-            if getattr(args, option):
-                setattr(args, option, os.path.join(hosted.cwd, getattr(args, option)))
-    scenario = load_scenario(args.scenario)  # a bad scenario reads and writes no file
+        _rooted(args, hosted.cwd)
+    if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
+        return _replay(args, stdin, stdout)
+    # A bad scenario reads and writes no file.
+    scenario = load_scenario(args.scenario, base=None if hosted is None else hosted.cwd)
     if not args.journal:
         return _session(args, scenario, stdin, stdout, environ, None)
     from simulator.hosts.journal import JournalWriter
@@ -75,6 +74,19 @@ def run(
         return _session(args, scenario, stdin, stdout, environ, journal)
     finally:
         journal.close()
+
+
+def _rooted(args: argparse.Namespace, cwd: str) -> None:
+    """A run in-process: each relative path it was given (but the scenario's, which
+    :func:`load_scenario` reads from ``cwd`` itself) is made to start from ``cwd``,
+    its own working directory, not the hosting process's."""
+    for option in ("home", "project", "journal"):
+        if getattr(args, option):
+            setattr(args, option, os.path.join(cwd, getattr(args, option)))
+    for option, prefix in (("scenario", "replay:"), ("control", "unix:")):
+        value = getattr(args, option) or ""
+        if value.startswith(prefix) and len(value) > len(prefix):
+            setattr(args, option, prefix + os.path.join(cwd, value[len(prefix) :]))
 
 
 def _replay(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> int:

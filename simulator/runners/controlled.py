@@ -87,13 +87,36 @@ async def _listen(path: str, channel: Channel, peers: Peers) -> asyncio.Abstract
             peers.conns.remove(peer.conn)
             session.peer_attached = bool(peers.conns)
 
-    old_umask = os.umask(0o177)
     try:
-        return await asyncio.start_unix_server(on_peer, path, limit=PEER_READ_SIZE)
+        listener = _bind_private(path)
     except OSError as err:
         raise ControlAddressError(f"--control unix:{path}: {err.strerror or err}") from None
+    return await asyncio.start_unix_server(on_peer, sock=listener, limit=PEER_READ_SIZE)
+
+
+def _bind_private(path: str) -> socket.socket:
+    """A socket bound at ``path`` that only this uid can reach (0600) from its first
+    moment, made without the umask: that is the whole process's, and a run served
+    in-process is one thread of a client's. It is bound in a folder of its own (0700)
+    beside ``path``, made 0600 there, then linked at ``path`` (a link, not a rename:
+    a file that appeared there since it was checked is kept, and refused).
+    """
+    folder = os.path.join(os.path.dirname(path) or ".", f".zread-sim-{os.getpid()}-{id(path)}")
+    os.mkdir(folder, 0o700)
+    inner = os.path.join(folder, "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(inner)
+        os.chmod(inner, 0o600)
+        os.link(inner, path)
+    except OSError:
+        listener.close()
+        raise
     finally:
-        os.umask(old_umask)
+        with contextlib.suppress(OSError):
+            os.unlink(inner)
+        os.rmdir(folder)
+    return listener
 
 
 def _prepare_socket_path(path: str) -> None:
@@ -180,10 +203,12 @@ async def serve(
     host: EffectHost | None = None,
     in_fd: int = 0,
     journal: JournalWriter | None = None,
+    started: Callable[[Callable[[], None]], None] | None = None,
 ) -> int:
     """Run ``session`` on stdin and ``endpoint`` with the admin API at ``address``; the
     exit code. ``stage`` defaults to one without transport faults, unframed; with
-    ``journal``, the run is journaled there."""
+    ``journal``, the run is journaled there. ``started`` is handed, once the run has
+    begun, what quits it from any thread (a run on a thread, which no signal reaches)."""
     kind, path = parse_address(address)
     loop = asyncio.get_running_loop()
     stage = stage or OutputStage.for_scenario(None, speed=session.speed)
@@ -219,6 +244,13 @@ async def serve(
 
     if signals.take():  # a signal came while the program started
         channel.quit()
+    if started is not None:
+
+        def quit_soon() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+                loop.call_soon_threadsafe(channel.quit)
+
+        started(quit_soon)
     reader = loop.create_task(pump())
     try:
         either: set[asyncio.Future[Any]] = {reader, channel.done}

@@ -143,6 +143,7 @@ class ProcessRunner:
         self._terminated = False  # terminate() was called (a thread's SIGTERM)
         self._hanging = False
         self._wake: int | None = None
+        self._quit_soon: Callable[[], None] | None = None  # under --control: quits the loop
         self._released = threading.Event()
 
     def run(self) -> int:
@@ -161,6 +162,7 @@ class ProcessRunner:
                     host=self._host,
                     in_fd=self._in_fd,
                     journal=self._journal,
+                    started=self._quits_with,
                 )
             )
         lateness = _Lateness(self._clock) if self._lateness_file else None
@@ -248,7 +250,15 @@ class ProcessRunner:
         self._signalled = self._terminated = True
         if self._hanging:
             self._released.set()
+        if self._quit_soon is not None:
+            self._quit_soon()
         self._wake_up()
+
+    def _quits_with(self, quit_soon: Callable[[], None]) -> None:
+        """Under ``--control``: the asyncio run's own quit, for :meth:`terminate`."""
+        self._quit_soon = quit_soon
+        if self._signalled:  # terminate() came before the run had begun
+            quit_soon()
 
     def kill(self) -> None:
         """End the run at once, from any thread, as SIGKILL ends the process: nothing

@@ -145,12 +145,15 @@ def _parse(text: str, origin: str) -> dict[str, Any]:
         raise ScenarioError(f"scenario {origin}: a number has too many digits to read") from None
 
 
-def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
+def load_scenario(
+    ref: str = DEFAULT, *, text: str | None = None, base: str | None = None
+) -> Scenario:
     """Load a built-in scenario by name, or a TOML file by path, with its ``extends``.
 
     With ``text``, that TOML is the scenario, and ``ref`` its name (nothing is read for
-    it; what it extends is)."""
-    chain = _chain(ref, text)
+    it; what it extends is). A relative path is read from ``base`` (None: where the
+    process runs)."""
+    chain = _chain(ref, text, base)
     merged: dict[str, Any] = {}
     for _, data in reversed(chain):
         merged = _merge(merged, data)
@@ -162,12 +165,11 @@ def load_scenario(ref: str = DEFAULT, *, text: str | None = None) -> Scenario:
     return scenario
 
 
-def _chain(ref: str, text: str | None) -> list[tuple[str, dict[str, Any]]]:
+def _chain(ref: str, text: str | None, base: str | None) -> list[tuple[str, dict[str, Any]]]:
     """``(origin, data)`` of the scenario ``ref`` (``text`` when given) and of each one
     it extends, nearest first; a scenario that comes back in its own chain is refused."""
     chain: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
-    base: str | None = None
     current: str | None = ref
     while current:
         if text is not None and not chain:

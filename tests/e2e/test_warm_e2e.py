@@ -199,6 +199,27 @@ def test_a_stripped_environment_finds_the_baked_server(
     assert code == 0 and events[-1]["done"] is True
 
 
+@pytest.mark.parametrize("umask", [0o077, 0o002])
+def test_the_folders_it_makes_have_the_launchers_umask(
+    zread: tuple[Path, dict[str, str], int | None], umask: int
+) -> None:
+    script, env, _ = zread
+    project = Path(env["HOME"], "project")
+    project.mkdir()
+    done = subprocess.run(
+        [str(script), "generate", "--stdio", "-y"],
+        env=env,
+        cwd=project,
+        umask=umask,
+        capture_output=True,
+        timeout=30,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1])["done"] is True
+    folders = [p for p in (project / ".zread").rglob("*") if p.is_dir()]  # made 0755
+    assert folders and {stat.S_IMODE(p.stat().st_mode) for p in folders} == {0o755 & ~umask}
+
+
 def test_stdin_at_its_end(zread: tuple[Path, dict[str, str], int | None]) -> None:
     script, env, server_pid = zread
     proc = spawn(script, env, "config", "--stdio", "--no-files")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from simulator.launch import build_session
+from simulator.runners import aio
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.hooks import Live, Observer
 from simulator.runners.virtual import start as virtual_start
@@ -342,10 +343,15 @@ def test_the_done_future_is_made_when_asked_for_and_knows_an_earlier_end() -> No
     run(main)
 
 
-def test_a_hub_with_more_due_than_a_slice_lets_the_loop_run_between() -> None:
+def test_a_hub_with_more_due_than_a_slice_lets_the_loop_run_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # 300 sessions' timers come due together (the loop was held up for 0.4 s): more
-    # ticks than one slice of the loop's time. What the first tick queues (a client's
-    # answer, a session to start) runs between slices, not after the last due timer.
+    # ticks than one slice of the loop's time (a tenth of a slice here, so that a fast
+    # machine cannot do them all in one). What the first tick queues (a client's answer,
+    # a session to start) runs between slices, not after the last due timer.
+    monkeypatch.setattr(aio, "SLICE", aio.SLICE / 10)
+
     async def main() -> None:
         hub = Hub()
         pairs = [channel_for(hub, "generate", "-y", seed=i) for i in range(300)]
