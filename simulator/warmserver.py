@@ -177,7 +177,8 @@ class WarmServer:
             self._end_all()
             self._selector.close()
             for fd in (wake_read, wake_write, self._reserve):
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
 
     def _stop(self, signum: int, frame: object) -> None:
         self._stopping = True
@@ -254,14 +255,15 @@ class WarmServer:
     def _shed(self) -> None:
         """Out of fds: free the reserve, accept one connection and close it (its
         launcher sees the end, and runs its command itself), take the reserve again."""
-        os.close(self._reserve)
-        try:
+        if self._reserve >= 0:
+            os.close(self._reserve)
+        with contextlib.suppress(OSError):
             conn, _ = self._listener.accept()
             conn.close()
-        except OSError:
-            pass
-        finally:
+        try:
             self._reserve = os.open(os.devnull, os.O_RDONLY)
+        except OSError:  # the whole system is out of them: the next shed has none
+            self._reserve = -1
 
     def _read(self, launch: _Launch) -> None:
         conn = launch.conn
