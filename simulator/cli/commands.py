@@ -130,10 +130,20 @@ def _install(args: argparse.Namespace, out: BinaryIO) -> int:
 # -- journal --------------------------------------------------------------------------------
 
 
-def _journal(args: argparse.Namespace, out: BinaryIO) -> int:
-    from simulator.tools.journal import report
+def _journal_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="the journals to read")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="sum up every journal given: sessions, outcomes, lateness",
+    )
+    parser.add_argument("--json", metavar="FILE", help="with --summary: also write it as JSON")
 
-    return report(args.file, out)
+
+def _journal(args: argparse.Namespace, out: BinaryIO) -> int:
+    from simulator.tools.journal import run
+
+    return run(args.files, out, summary=args.summary, json_path=args.json or "")
 
 
 def _one(name: str, help: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -164,10 +174,13 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         help="Print a file written by --journal (ZREAD_SIM_JOURNAL), one line per entry,\n"
         "grouped per process, and each mistake of the client: a line out of turn, bad JSON\n"
         "or params, an internal (_) command, anything after done, a client gone before it\n"
-        "read done, a process ended by a signal instead of quit. Exits 1 when there is one,\n"
-        "0 when there is none, 2 when the file cannot be read.",
-        usage="journal FILE",
-        arguments=_one("file", "the journal to read"),
+        "read done, a process ended by a signal instead of quit. With --summary, the\n"
+        "journals of every machine summed up instead: sessions per command, outcomes (done,\n"
+        "failed, quit, killed), exit codes, session time and timer lateness (p50, p90, p99,\n"
+        "max). Exits 1 when there is a mistake, 0 when there is none, 2 when a file cannot\n"
+        "be read.",
+        usage="journal FILE...",
+        arguments=_journal_arguments,
         run=_journal,
     ),
     "load": _tool(

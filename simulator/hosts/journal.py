@@ -17,6 +17,8 @@ process that wrote it, so several processes can share one file:
   previous ``cover`` record (:mod:`simulator.core.coverage`): ``states``,
   ``transitions``, ``gates``, ``failures`` and ``faults``, lists of names; written
   before the events that show it are written out, so a process killed later keeps it;
+- ``timer``: ``t``, and ``late``: how many seconds after it was due, on the runner's
+  clock, one timer of the session fired (the lateness a loaded machine adds);
 - ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`).
 
 ``t`` is session seconds (since the first event, less the time spent paused). Lines
@@ -103,6 +105,12 @@ class Cover(msgspec.Struct, tag_field="kind", tag="cover", frozen=True, omit_def
         )
 
 
+class Timer(msgspec.Struct, tag_field="kind", tag="timer", frozen=True):
+    pid: int
+    t: float
+    late: float
+
+
 class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
     pid: int
     t: float
@@ -110,7 +118,7 @@ class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
     how: str
 
 
-Record = Start | Line | Event | Cover | Exit
+Record = Start | Line | Event | Cover | Timer | Exit
 """One line of a journal file."""
 
 HOWS: Final = {
@@ -220,6 +228,10 @@ class JournalWriter:
                 sorted(reached.faults),
             )
         )
+
+    def timer(self, t: float, late: float) -> None:
+        """One timer fired at session time ``t``, ``late`` seconds after it was due."""
+        self._write(Timer(self.pid, t, late))
 
     def exit(self, t: float, code: int | None, how: str) -> None:
         """The last record of the process; once (a second call writes nothing)."""

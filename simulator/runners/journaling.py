@@ -6,13 +6,16 @@ what a live session tells into records of a
 over as it records it: the session itself keeps only a bounded few,
 :mod:`simulator.core.transcript`), what of its chart it reached and which transport
 faults fired (a ``cover`` record, before the events that show it), each event it
-produced, and how the run ended (:data:`simulator.hosts.journal.HOWS`).
+produced, how late each timer fired (a ``timer`` record, on the clock the live session
+runs on), and how the run ended (:data:`simulator.hosts.journal.HOWS`).
 
 Must not: decide anything about the run, or write anywhere but through the writer.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -27,12 +30,19 @@ if TYPE_CHECKING:
 
 
 class Journaling(Observer):
-    """Journals one live session of ``session`` into ``writer``."""
+    """Journals one live session of ``session`` into ``writer``; ``clock`` is the live
+    session's (timers are due on it)."""
 
-    __slots__ = ("_marks", "_told", "writer")
+    __slots__ = ("_clock", "_marks", "_told", "writer")
 
-    def __init__(self, writer: JournalWriter, session: SessionLike) -> None:
+    def __init__(
+        self,
+        writer: JournalWriter,
+        session: SessionLike,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.writer = writer
+        self._clock = clock
         session.transcript.listener = writer.line  # each line as the session records it
         self._marks: tuple[tuple[int, ...], frozenset[str]] = ((0, 0, 0, 0), frozenset())
         """The session's coverage marks and the faults fired when last told."""
@@ -44,6 +54,9 @@ class Journaling(Observer):
         self._cover(live)
         for event, state in zip(outcome, outcome.states, strict=False):
             self.writer.event(session.now, event, state)
+
+    def fired(self, live: Live, due: float) -> None:
+        self.writer.timer(live.now(), self._clock() - due)
 
     def ended(self, live: Live, code: int | None, how: str) -> None:
         self.writer.exit(live.now(), code, how)

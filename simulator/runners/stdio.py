@@ -170,7 +170,7 @@ class ProcessRunner:
         if self._journal is not None:
             from simulator.runners.journaling import Journaling
 
-            journaling = Journaling(self._journal, self.session)
+            journaling = Journaling(self._journal, self.session, self._clock)
         live = LiveSession(
             self.session,
             self._stage,

@@ -4,7 +4,9 @@ judged.
 Owns: reading a journal file (the records of :mod:`simulator.hosts.journal`), grouping
 them per process (a process is a pid from its ``start`` record on; a later ``start``
 with the same pid is a new process), finding the client's mistakes in them
-(:func:`violations`) and printing it all, one line per record (:func:`render`).
+(:func:`violations`) and printing it all, one line per record (:func:`render`); with
+``--summary``, the figures of many journals at once (:func:`run`,
+:mod:`simulator.tools.journal_summary`).
 
 A violation is:
 
@@ -24,12 +26,13 @@ hid them all: every record is redacted again (:mod:`simulator.core.secrets`), by
 in any spelling, and by value with every key some record of the file names (an
 ``update_fields`` line, a config event), before it is printed or cut to its width.
 
-Must not: write anything but to the stream it is given; the file is only read.
+Must not: write anything but to the stream it is given (and ``--summary``'s ``--json``
+file); journals are only read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, Final
 
@@ -67,6 +70,8 @@ class Process:
     records: list[Line | Event | Exit] = field(default_factory=list)
     covers: list[Cover] = field(default_factory=list)
     """Its ``cover`` records: what of its chart it reached, piece by piece."""
+    late: list[float] = field(default_factory=list)
+    """How late each of its timers fired, in seconds (its ``timer`` records)."""
 
     @property
     def exit(self) -> Exit | None:
@@ -97,22 +102,28 @@ class Violation:
         return f"pid {self.pid}: {self.kind}: {self.text}"
 
 
-def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
-    """The processes of a journal's lines, in the order each first appears."""
-    processes: list[Process] = []
-    current: dict[int, Process] = {}
+def records(lines: Iterable[bytes], where: str = "journal") -> Iterator[Record]:
+    """The records of a journal's lines, blank lines skipped; JournalReadError at the
+    first line that is not one."""
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
             check_json_nesting(raw, f"{where}: line {number}")
-            record = _DECODER.decode(raw)
+            yield _DECODER.decode(raw)
         except FormatError as err:
             raise JournalReadError(str(err)) from None
         except msgspec.DecodeError as err:
             raise JournalReadError(
                 f"{where}: line {number} is not a journal record: {in_words(err)}"
             ) from None
+
+
+def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
+    """The processes of a journal's lines, in the order each first appears."""
+    processes: list[Process] = []
+    current: dict[int, Process] = {}
+    for record in records(lines, where):
         process = current.get(record.pid)
         if process is None or isinstance(record, Start):
             process = current[record.pid] = Process(record.pid)
@@ -121,13 +132,16 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
             process.start = record
         elif isinstance(record, Cover):
             process.covers.append(record)
-        else:
+        elif isinstance(record, Line | Event | Exit):
             process.records.append(record)
+        else:  # a timer record
+            process.late.append(record.late)
     return processes
 
 
-def read(path: str) -> list[Process]:
-    """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
+def read_lines(path: str) -> list[bytes]:
+    """The lines of the journal at ``path``, read within the journal's bound
+    (:mod:`simulator.formats.bounds`); JournalReadError if it cannot be read."""
     try:
         with open(path, "rb") as file:
             data = file.read(LIMITS["journal"] + 1)
@@ -136,7 +150,12 @@ def read(path: str) -> list[Process]:
         raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
     except FormatError as err:
         raise JournalReadError(str(err)) from None
-    return parse(data.splitlines(), f"journal {path}")
+    return data.splitlines()
+
+
+def read(path: str) -> list[Process]:
+    """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
+    return parse(read_lines(path), f"journal {path}")
 
 
 def _entry(record: Line) -> JournalEntry:
@@ -319,3 +338,30 @@ def report(path: str, out: BinaryIO) -> int:
     out.write(text.encode("utf-8", "backslashreplace"))
     out.flush()
     return 1 if found else 0
+
+
+def run(files: list[str], out: BinaryIO, *, summary: bool = False, json_path: str = "") -> int:
+    """``zread-sim journal FILE`` (:func:`report`), or with ``summary`` ``zread-sim
+    journal --summary FILE...`` (:mod:`simulator.tools.journal_summary`), the summary
+    also written as JSON to ``json_path`` when given; 1 when the journals hold the
+    client's mistakes, else 0; JournalReadError (exit 2) for a file that cannot be read
+    or written, or for options that do not go together."""
+    if not summary:
+        if json_path or len(files) != 1:
+            what = "--json" if json_path else "more than one journal"
+            raise JournalReadError(f"journal: {what} needs --summary")
+        return report(files[0], out)
+    from simulator.tools.journal_summary import Summary
+
+    totals = Summary()
+    for path in files:
+        totals.add(path)
+    if json_path:
+        try:
+            with open(json_path, "wb") as file:
+                file.write(msgspec.json.format(msgspec.json.encode(totals.as_json())) + b"\n")
+        except OSError as err:
+            raise JournalReadError(f"journal: {json_path}: {err.strerror or err}") from None
+    out.write(("\n".join(totals.lines()) + "\n").encode("utf-8", "backslashreplace"))
+    out.flush()
+    return 1 if totals.mistakes else 0

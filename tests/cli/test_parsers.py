@@ -32,7 +32,7 @@ def test_which_topics_take_the_simulator_options() -> None:
     generate = {o for a in topic_parser("generate", "zread")._actions for o in a.option_strings}
     assert options <= generate and {"-y", "--draft", "--stdio"} <= generate
     journal = {o for a in topic_parser("journal", "zread-sim")._actions for o in a.option_strings}
-    assert journal == {"-h", "--help"}
+    assert journal == {"-h", "--help", "--summary", "--json"}
 
 
 def test_an_error_is_a_usage_error_naming_the_topic() -> None:

@@ -794,7 +794,7 @@ def test_journal_reads_under_zread_sim_only(tmp_path: Path) -> None:
     result = run(tmp_path, ["journal", str(path)])
     assert (result.rc, result.stdout, result.stderr) == (0, b"0 processes, no violations\n", "")
     assert section(help_of(["journal", "--help"], "zread-sim"), "Usage:") == [
-        "  zread-sim journal FILE [flags]"
+        "  zread-sim journal FILE... [flags]"
     ]
     missing = run(tmp_path, ["journal", str(tmp_path / "nope")])
     assert (missing.rc, missing.stdout) == (2, b"")

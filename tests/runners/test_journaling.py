@@ -187,3 +187,19 @@ def test_the_journal_gets_every_line_when_the_session_keeps_only_the_latest(
     assert len(runner.session.journal) == RECENT_LINES
     assert runner.session.transcript.total == count
     assert len(keeper.writes) == count + 2  # the first event, one a line, done
+
+
+def test_each_timer_that_fires_is_journaled_with_how_late_it_fired(tmp_path: Path) -> None:
+    session = build_session("update")
+    path = tmp_path / "j.jsonl"
+    clock = Clock()
+    journaling = Journaling(JournalWriter.open(str(path), warn=print, pid=1), session, clock)
+    runner = LiveSession(session, stage_of(session), Keeper(), clock=clock, observer=journaling)
+    runner.start()
+    wake = runner.next_wakeup()
+    assert wake is not None
+    clock.now = wake + 0.25  # the machine was busy: a quarter second late
+    runner.tick()
+    timers = [r for r in records(path) if r["kind"] == "timer"]
+    assert timers and timers[0]["late"] == pytest.approx(0.25)
+    assert timers[0]["t"] == pytest.approx(wake + 0.25 - runner.origin)
