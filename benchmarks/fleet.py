@@ -1,12 +1,14 @@
-"""A fleet of real ``zread`` processes: RSS per process, and every transcript valid.
+"""A fleet of real ``zread`` processes: every transcript valid, and memory per process.
 
-Runs ``python -m simulator load generate --mode process --sessions N`` (all N at once,
-each ``zread generate --stdio -y`` with its own seed, driven over its pipes by the
-reference client) and reads its JSON summary: every transcript must be complete and
-valid (each line a JSON event with vm, waiting_for, done and error; the last one
-done; exit code 0). The peak RSS (VmHWM) of each process is sampled at its last event.
-Side by side, the peak RSS of a bare ``python -c``, the floor of any Python fake. The CPU
-time of the fleet says whether the wall time is the sessions' schedule or the machine.
+Runs ``python -m simulator load generate --mode process --sessions N --csv P`` (all N
+at once on Locust, each ``zread generate --stdio -y`` with its own seed, driven over its
+pipes by the reference client, every transcript checked by the conformance check) and
+reads Locust's ``P_stats.csv``: the ``session`` row's requests and failures say how many
+transcripts were complete and valid (each line a JSON event, the last one done, exit
+code 0). The memory line is the load command's own: (RSS at the peak, the children's
+counted, - RSS before) / sessions live then, i.e. the memory of one live process. Side
+by side, the peak RSS of a bare ``python -c``, the floor of any Python fake. The CPU time
+of the fleet says whether the wall time is the sessions' schedule or the machine.
 
     python benchmarks/fleet.py [--sessions 200] [--speed 1]
 """
@@ -14,24 +16,16 @@ time of the fleet says whether the wall time is the sessions' schedule or the ma
 from __future__ import annotations
 
 import argparse
-import json
+import csv
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from _common import python
-
-
-def load_command() -> list[str]:
-    """``python -m simulator load`` once the CLI routes it, else the module itself."""
-    probe = subprocess.run(
-        [python(), "-m", "simulator", "load", "--help"], capture_output=True, check=False
-    )
-    return [python(), "-m", "simulator" if probe.returncode == 0 else "simulator.tools.load"]
-
 
 BARE = "import sys; sys.stdout.write([x for x in open('/proc/self/status') if 'VmHWM' in x][0])"
 
@@ -54,53 +48,37 @@ def main() -> None:
     parser.add_argument("--speed", type=float, default=1.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "fleet.json")
-        argv = [*load_command(), "load", "generate", "--mode", "process"]
-        if argv[2] == "simulator.tools.load":
-            argv.remove("load")
+        prefix = os.path.join(folder, "fleet")
+        argv = [python(), "-m", "simulator", "load", "generate", "--mode", "process"]
         argv += ["--sessions", str(args.sessions), "--speed", repr(args.speed)]
-        argv += ["--json", path, "--no-progress", "--", "-y"]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if not os.path.exists(path):
+        argv += ["--csv", prefix, "--", "-y"]
+        began = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=folder)
+        wall = time.monotonic() - began
+        try:
+            with open(f"{prefix}_stats.csv", encoding="utf-8") as f:
+                rows = {(row["Type"], row["Name"]): row for row in csv.DictReader(f)}
+        except OSError:
             sys.exit(f"the load run failed ({done.returncode}): {done.stderr.strip()}")
-        with open(path, encoding="utf-8") as f:
-            summary = json.load(f)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
-    baseline = bare_python_rss_kb()
-    rss = summary["rss_per_process_mb"]
-    valid = summary["completed"] == summary["sessions"] and summary["errors"] == 0
+    session = rows.get(("session", "generate"))
+    count = int(session["Request Count"]) if session else 0
+    failed = int(session["Failure Count"]) if session else 0
+    memory = [line for line in done.stdout.splitlines() if line.startswith("memory:")]
+    print(f"{args.sessions} concurrent zread generate --stdio -y processes, speed {args.speed:g}")
+    print(f"run:         {wall:.2f} s wall (Locust's start and stop included)")
     print(
-        f"{summary['sessions']} concurrent zread generate --stdio -y processes, "
-        f"speed {args.speed:g}, scenario default"
+        f"cpu:         {cpu:.1f} s for the fleet and the load tool = "
+        f"{cpu / max(1, args.sessions) * 1e3:.0f} ms per process, on {os.cpu_count()} cores"
     )
+    valid = count == args.sessions and failed == 0
     print(
-        f"run:        {summary['seconds']:.2f} s wall, {summary['events']:,} events, "
-        f"{summary['bytes'] / 1e6:.1f} MB read"
-    )
-    print(
-        f"cpu:        {cpu:.1f} s for the fleet and the load tool = "
-        f"{cpu / summary['sessions'] * 1e3:.0f} ms per process, on {os.cpu_count()} cores"
-    )
-    print(
-        f"transcripts: {summary['completed']} complete and valid, {summary['errors']} errors"
+        f"transcripts: {count - failed} of {args.sessions} complete and valid, {failed} failed"
         f" -> {'all valid' if valid else 'NOT all valid'}"
     )
-    if rss is None:
-        print("rss:        no sample (no /proc?)")
-    else:
-        print(
-            f"rss:        per process min {rss['min']:.1f} MB, median {rss['median']:.1f} MB, "
-            f"max {rss['max']:.1f} MB ({rss['sampled']} sampled); "
-            f"fleet {rss['median'] * summary['sessions'] / 1024:.2f} GB at the median"
-        )
-        print(
-            f"bare python: {baseline / 1024:.1f} MB; ratio "
-            f"{rss['median'] * 1024 / baseline:.2f}x at the median"
-        )
-    print(f"load tool:  peak RSS {summary['load_tool_peak_rss_mb']:.1f} MB")
-    for message in summary["error_messages"]:
-        print(f"error: {message}")
+    print(memory[0] if memory else "memory:      no figure (no /proc?)")
+    print(f"bare python: {bare_python_rss_kb() / 1024:.1f} MB peak RSS")
 
 
 if __name__ == "__main__":

@@ -141,9 +141,13 @@ def _journal_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _journal(args: argparse.Namespace, out: BinaryIO) -> int:
+    if args.summary:
+        from simulator.tools.journal_summary import summarize
+
+        return summarize(args.files, out, json_path=args.json or "")
     from simulator.tools.journal import run
 
-    return run(args.files, out, summary=args.summary, json_path=args.json or "")
+    return run(args.files, out, json_path=args.json or "")
 
 
 def _one(name: str, help: str) -> Callable[[argparse.ArgumentParser], None]:

@@ -321,7 +321,7 @@ class ProcessRunner:
 
 LATENESS_FILE = "ZREAD_SIM_LATENESS_FILE"
 """Set by ``load``'s process mode for each child: the file the child writes how late
-each of its timers fired (``simulator.tools.load.processes.read_lateness``)."""
+each of its timers fired (``simulator.locust_user.drive.read_lateness``)."""
 
 
 class _Lateness(Observer):

@@ -5,8 +5,8 @@ Owns: reading a journal file (the records of :mod:`simulator.hosts.journal`), gr
 them per process (a process is a pid from its ``start`` record on; a later ``start``
 with the same pid is a new process), finding the client's mistakes in them
 (:func:`violations`) and printing it all, one line per record (:func:`render`); with
-``--summary``, the figures of many journals at once (:func:`run`,
-:mod:`simulator.tools.journal_summary`).
+``--summary``, the figures of many journals at once, is
+:mod:`simulator.tools.journal_summary`'s.
 
 A violation is:
 
@@ -340,28 +340,11 @@ def report(path: str, out: BinaryIO) -> int:
     return 1 if found else 0
 
 
-def run(files: list[str], out: BinaryIO, *, summary: bool = False, json_path: str = "") -> int:
-    """``zread-sim journal FILE`` (:func:`report`), or with ``summary`` ``zread-sim
-    journal --summary FILE...`` (:mod:`simulator.tools.journal_summary`), the summary
-    also written as JSON to ``json_path`` when given; 1 when the journals hold the
-    client's mistakes, else 0; JournalReadError (exit 2) for a file that cannot be read
-    or written, or for options that do not go together."""
-    if not summary:
-        if json_path or len(files) != 1:
-            what = "--json" if json_path else "more than one journal"
-            raise JournalReadError(f"journal: {what} needs --summary")
-        return report(files[0], out)
-    from simulator.tools.journal_summary import Summary
-
-    totals = Summary()
-    for path in files:
-        totals.add(path)
-    if json_path:
-        try:
-            with open(json_path, "wb") as file:
-                file.write(msgspec.json.format(msgspec.json.encode(totals.as_json())) + b"\n")
-        except OSError as err:
-            raise JournalReadError(f"journal: {json_path}: {err.strerror or err}") from None
-    out.write(("\n".join(totals.lines()) + "\n").encode("utf-8", "backslashreplace"))
-    out.flush()
-    return 1 if totals.mistakes else 0
+def run(files: list[str], out: BinaryIO, *, json_path: str = "") -> int:
+    """``zread-sim journal FILE`` without ``--summary`` (:func:`report`; the summary is
+    :func:`simulator.tools.journal_summary.summarize`): JournalReadError (exit 2) for
+    more than one file, or ``--json``, which need ``--summary``."""
+    if json_path or len(files) != 1:
+        what = "--json" if json_path else "more than one journal"
+        raise JournalReadError(f"journal: {what} needs --summary")
+    return report(files[0], out)

@@ -29,12 +29,12 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import msgspec
 
 from simulator.hosts.journal import Event
-from simulator.tools.journal import Process, read, violations
+from simulator.tools.journal import JournalReadError, Process, read, violations
 
 OUTCOMES: Final = ("done", "failed", "quit", "killed")
 """The outcomes of a session, in the order the summary shows them."""
@@ -190,3 +190,22 @@ def _figures(figures: dict[str, float] | None) -> str:
         return "none recorded"
     shown = ", ".join(f"{name} {figures[name]:.1f} ms" for name in ("p50", "p90", "p99", "max"))
     return f"{shown} (of {int(figures['count'])})"
+
+
+def summarize(files: list[str], out: BinaryIO, *, json_path: str = "") -> int:
+    """``zread-sim journal --summary FILE...``: the summary of ``files`` on ``out``,
+    also written as JSON to ``json_path`` when given; 1 when the journals hold the
+    client's mistakes, else 0; JournalReadError (exit 2) for a file that cannot be read
+    or written."""
+    totals = Summary()
+    for path in files:
+        totals.add(path)
+    if json_path:
+        try:
+            with open(json_path, "wb") as file:
+                file.write(msgspec.json.format(msgspec.json.encode(totals.as_json())) + b"\n")
+        except OSError as err:
+            raise JournalReadError(f"journal: {json_path}: {err.strerror or err}") from None
+    out.write(("\n".join(totals.lines()) + "\n").encode("utf-8", "backslashreplace"))
+    out.flush()
+    return 1 if totals.mistakes else 0

@@ -7,8 +7,12 @@ processes on a thread (:class:`RssSampler`).
 RSS comes from /proc where there is one; else from psutil if it is installed (an
 optional import: psutil is not required); else it is not measured (None).
 
-Must not: count events, lateness or outcomes (:mod:`simulator.tools.load.stats`), start
-or stop the processes it reads (the runners), nor write to the terminal.
+Locust reports its own processes' memory only as a figure per worker in its web UI;
+the memory per live session (:mod:`simulator.locust`) needs RSS read alongside the
+sessions live, in every process that runs them, which this module does.
+
+Must not: count sessions, start or stop the processes it reads, nor write to the
+terminal.
 """
 
 from __future__ import annotations

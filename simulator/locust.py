@@ -1,0 +1,308 @@
+"""zread sessions as Locust users: :class:`ZreadUser`, each task iteration one session.
+
+Owns: :class:`ZreadUser`, a Locust ``User`` (abstract: a locustfile subclasses it) that
+runs one whole zread session per task iteration, answering its gates with
+:meth:`ZreadUser.answer` (the :class:`~simulator.tools.client.ReferenceClient`'s unless
+overridden), in one of two modes (each driven by :mod:`simulator.locust_user.drive`):
+
+- ``inprocess`` (default): a :class:`~simulator.core.session.Session` and its
+  :class:`~simulator.runners.output.OutputStage` driven by a
+  :class:`~simulator.runners.live.LiveSession` in the user's greenlet, sleeping with
+  ``gevent.sleep`` until its next wake-up; the lines it writes are read back as a client
+  reads them.
+- ``process``: the real ``zread`` console script of this environment (else
+  ``python -m simulator``), ``COMMAND --stdio ARGS --scenario S --seed N --speed X``, over
+  its pipes (``gevent.subprocess``).
+
+What it tells Locust (``environment.events.request``): ``lateness`` named after the
+timer's trigger (how late it fired against its schedule, in ms; a process reports its
+timers together, as ``process timers``), ``command`` named after the command's type (from
+sending it to the next event), ``session`` named after the zread command (from start to
+``done:true``). A session fails (the ``session`` request's exception) on a client
+mistake the session reports, a session that did not reach ``done:true``, a non-zero exit
+code, or a transcript that fails the conformance check
+(:class:`~simulator.tools.conformance.Checker`).
+
+Memory, the one figure Locust does not keep: every process that runs users samples its
+RSS with the number of live sessions (a greenlet, every :data:`SAMPLE_EVERY` s; in
+process mode the children's RSS counts too); its figure is (RSS at the highest sample -
+RSS before the first session) / sessions live at that sample. Workers send theirs to
+the master (``runner.send_message``); :func:`memory_figure` gives the run's,
+:func:`memory_line` says it, :func:`print_memory_at_exit` prints it after Locust's summary.
+
+With :attr:`ZreadUser.sessions_per_user` set, each user stops after that many sessions,
+and the run quits once every user has (workers tell the master).
+
+Must not: be imported by any other module of the simulator: importing it imports
+Locust, which monkey-patches the process (gevent). Nor change a session's behaviour
+(timers, bytes and faults are the session's).
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import sys
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gevent
+from locust import User, constant, events, task
+from locust.exception import StopUser
+from locust.runners import MasterRunner, Runner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
+
+from simulator.locust_user.drive import Plan, Prepared, Report, run_inprocess, run_process
+from simulator.tools.client import ReferenceClient
+from simulator.tools.load.memory import rss_kb
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.rpc.protocol import Message
+
+SAMPLE_EVERY = 0.1
+"""Seconds between two samples of RSS and live sessions."""
+SEEDS_PER_WORKER = 1_000_000
+"""Worker i counts its seeds from ``first_seed + i * SEEDS_PER_WORKER``."""
+
+
+class SessionFailed(Exception):
+    """Why a session failed: the ``session`` request's exception."""
+
+
+# -- the memory figure --------------------------------------------------------------------
+
+
+@dataclass
+class Memory:
+    """One process's memory samples (kB), or the master's sums of its workers'."""
+
+    before: int | None = None
+    peak: int = 0
+    live_at_peak: int = 0
+    live: int = 0
+    told: tuple[int, int] | None = None
+    """What the master (or this runner) was last told."""
+    parts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Master: each worker's (kB added at its peak, sessions live then)."""
+
+    def sample(self, rss: int | None) -> None:
+        if rss is not None and self.before is not None and self.live and rss > self.peak:
+            self.peak, self.live_at_peak = rss, self.live
+
+    def figure(self) -> tuple[int, int] | None:
+        """(kB added at the peak, sessions live then), summed over the workers."""
+        if self.parts:
+            return sum(a for a, _ in self.parts.values()), sum(n for _, n in self.parts.values())
+        return self.own()
+
+    def own(self) -> tuple[int, int] | None:
+        """This process's (kB added at the peak, sessions live then)."""
+        if self.before is None or not self.live_at_peak:
+            return None
+        return self.peak - self.before, self.live_at_peak
+
+
+_MEMORY: weakref.WeakKeyDictionary[Environment, Memory] = weakref.WeakKeyDictionary()
+_DONE: weakref.WeakKeyDictionary[Environment, list[int]] = weakref.WeakKeyDictionary()
+
+
+def _memory(environment: Environment) -> Memory:
+    memory = _MEMORY.get(environment)
+    if memory is None:
+        memory = _MEMORY[environment] = Memory()
+    return memory
+
+
+def memory_figure(environment: Environment) -> float | None:
+    """KB per live session: (RSS at the peak - RSS before the first session) / sessions
+    live at the peak, summed over the workers; None when nothing was measured."""
+    figure = _memory(environment).figure()
+    return None if figure is None or not figure[1] else figure[0] / figure[1]
+
+
+def memory_line(environment: Environment) -> str:
+    """The memory figure as one line of the run's summary."""
+    figure = _memory(environment).figure()
+    if figure is None or not figure[1]:
+        return "memory: not measured (no RSS sample with a session live)"
+    added, live = figure
+    return (
+        f"memory: {added / live:.1f} KB per live session "
+        f"({added:,} KB added over the RSS before the first session, {live:,} live at the peak)"
+    )
+
+
+def print_memory_at_exit() -> None:
+    """Print :func:`memory_line` on stdout when the run is over, after Locust's own
+    summary (on the master or a single process; a worker has no summary)."""
+    seen: list[Environment] = []
+
+    def keep(environment: Environment, **_: Any) -> None:
+        seen.append(environment)
+
+    def show(**_: Any) -> None:
+        if seen and not isinstance(seen[-1].runner, WorkerRunner):
+            sys.stdout.write(memory_line(seen[-1]) + "\n")
+            sys.stdout.flush()
+
+    events.init.add_listener(keep)  # type: ignore[no-untyped-call]
+    events.quit.add_listener(show)  # type: ignore[no-untyped-call]
+
+
+def _on_init(environment: Environment, runner: Runner | None = None, **_: Any) -> None:
+    if runner is None:
+        return
+    memory = _memory(environment)
+    if not isinstance(runner, WorkerRunner):
+
+        def on_memory(environment: Environment, msg: Message, **_: Any) -> None:
+            memory.parts[str(msg.node_id)] = (int(msg.data["added"]), int(msg.data["live"]))
+
+        def on_done(environment: Environment, msg: Message, **_: Any) -> None:
+            done = _DONE.setdefault(environment, [0])
+            done[0] += int(msg.data)
+            if done[0] >= runner.target_user_count > 0:
+                # After the CSV writer's next round, so the files hold every session.
+                gevent.spawn_later(CSV_STATS_INTERVAL_SEC + 0.25, runner.quit)
+
+        runner.register_message("zread_memory", on_memory)
+        runner.register_message("zread_done", on_done)
+    if not isinstance(runner, MasterRunner):
+        gevent.spawn(_sampler, runner, memory)
+
+
+events.init.add_listener(_on_init)  # type: ignore[no-untyped-call]
+
+
+def _sampler(runner: Runner, memory: Memory) -> None:
+    """Sample RSS and the live sessions for as long as the process runs."""
+    while True:
+        gevent.sleep(SAMPLE_EVERY)
+        _sample(runner, memory)
+
+
+def _sample(runner: Runner | None, memory: Memory) -> None:
+    """One sample; the master (or this runner) is told when the figure moved."""
+    memory.sample(_rss_with_children())
+    figure = memory.own()
+    if runner is not None and figure is not None and figure != memory.told:
+        memory.told = figure
+        runner.send_message("zread_memory", {"added": figure[0], "live": figure[1]})
+
+
+_CHILDREN: set[int] = set()
+"""The pids of the zread processes this process runs now (process mode)."""
+
+
+def _rss_with_children() -> int | None:
+    own = rss_kb()
+    if own is None:
+        return None
+    return own + sum(rss_kb(pid) or 0 for pid in list(_CHILDREN))
+
+
+# -- the user -------------------------------------------------------------------------------
+
+
+class ZreadUser(User):
+    """A Locust user whose every task iteration is one zread session; see the module
+    docstring. Subclass it in a locustfile and set the class attributes."""
+
+    abstract = True
+    command: ClassVar[str] = "generate"
+    args: ClassVar[tuple[str, ...]] = ("-y",)
+    scenario: ClassVar[str] = "default"
+    seed: ClassVar[int | None] = None
+    """The seed of every session; None: the next of a counter the class shares, from
+    :attr:`first_seed` (worker i from ``first_seed + i * SEEDS_PER_WORKER``)."""
+    first_seed: ClassVar[int] = 0
+    speed: ClassVar[float] = 1.0
+    mode: ClassVar[str] = "inprocess"
+    """``inprocess`` or ``process``."""
+    wait_time = constant(0)
+    sessions_per_user: ClassVar[int | None] = None
+    """Sessions each user runs before it stops; None: until the run ends."""
+    timeout: ClassVar[float] = 600.0
+    """Seconds a session may take to reach done:true before it counts as failed."""
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.client = ReferenceClient()
+        """The reference client of the session that runs (a fresh one each session)."""
+        self._sessions = 0
+
+    def answer(self, event: dict[str, Any]) -> bytes | None:
+        """The command line (newline included) to send for ``event``, or None to send
+        nothing: the reference client's answer unless overridden."""
+        return self.client.answer(event)
+
+    @classmethod
+    def _shared(cls, runner: Runner | None) -> _Shared:
+        """What the users of this class share in this process (made by the first)."""
+        shared = cls.__dict__.get("_zread_shared")
+        if not isinstance(shared, _Shared):
+            index = getattr(runner, "worker_index", 0) or 0
+            seeds = itertools.count(cls.first_seed + index * SEEDS_PER_WORKER)
+            prepared = None
+            if cls.mode != "process":
+                prepared = Prepared.of(cls.command, cls.args, cls.scenario)
+                prepared.warm_up(cls.speed)
+            shared = _Shared(prepared, seeds)
+            setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
+        return shared
+
+    @task
+    def session(self) -> None:
+        """One zread session, reported to Locust."""
+        if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
+            raise StopUser
+        shared = self._shared(self.environment.runner)
+        seed = self.seed if self.seed is not None else next(shared.seeds)
+        self.client = ReferenceClient()
+        plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, self.answer)
+        plan.children = _CHILDREN
+        memory = _memory(self.environment)
+        if memory.before is None:
+            gc.collect()
+            memory.before = _rss_with_children()
+        memory.live += 1
+        report = Report(self.command, self._fire)
+        try:
+            if shared.prepared is None:
+                run_process(plan, seed, report)
+            else:
+                run_inprocess(plan, shared.prepared, seed, report)
+        finally:
+            _sample(self.environment.runner, memory)
+            memory.live -= 1
+        report.session(self.command)
+        self._sessions += 1
+        if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
+            runner = self.environment.runner
+            if isinstance(runner, WorkerRunner):
+                runner._send_stats()  # the master counts this user's figures before it quits
+            if runner is not None:
+                runner.send_message("zread_done", 1)
+            raise StopUser
+
+    def _fire(self, kind: str, name: str, ms: float, error: str) -> None:
+        self.environment.events.request.fire(
+            request_type=kind,
+            name=name,
+            response_time=ms,
+            response_length=0,
+            exception=SessionFailed(error) if error else None,
+            context={},
+        )
+
+
+@dataclass
+class _Shared:
+    """What the users of one class share in this process."""
+
+    prepared: Prepared | None
+    """None in process mode."""
+    seeds: Iterator[int]

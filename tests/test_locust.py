@@ -1,0 +1,127 @@
+"""simulator.locust: ZreadUser run by real Locust, headless, in a child process.
+
+The pytest process never imports Locust (it monkey-patches the process it is imported
+in): each test writes a locustfile, runs ``python -m locust`` on it, and reads back its
+CSV statistics and what it printed.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+HEAD = "from simulator.locust import ZreadUser, memory_line, print_memory_at_exit\n"
+
+
+def locust(
+    tmp_path: Path, body: str, *options: str
+) -> tuple[int, str, dict[tuple[str, str], dict[str, str]]]:
+    """Run Locust headless on a locustfile of ``body``: (exit code, stdout, stats rows)."""
+    path = tmp_path / "zread_locustfile.py"
+    path.write_text(HEAD + textwrap.dedent(body))
+    prefix = tmp_path / "run"
+    argv = [sys.executable, "-m", "locust", "-f", str(path), "--headless", "--only-summary"]
+    done = subprocess.run(
+        [*argv, "--csv", str(prefix), *options],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        cwd=tmp_path,
+        check=False,
+    )
+    with open(f"{prefix}_stats.csv", newline="") as f:
+        rows = {(row["Type"], row["Name"]): row for row in csv.DictReader(f)}
+    return done.returncode, done.stdout + done.stderr, rows
+
+
+def count(rows: dict[tuple[str, str], dict[str, str]], kind: str, name: str) -> tuple[int, int]:
+    row = rows[(kind, name)]
+    return int(row["Request Count"]), int(row["Failure Count"])
+
+
+def test_in_process_sessions_report_lateness_commands_and_sessions(tmp_path: Path) -> None:
+    body = """
+        class Flaky(ZreadUser):
+            args = ()
+            scenario = "flaky-pages"
+            speed = 0.02
+        """
+    code, out, rows = locust(tmp_path, body, "-u", "3", "-r", "10", "-t", "3s")
+    assert code == 0, out
+    sessions, failed = count(rows, "session", "generate")
+    assert sessions >= 3 and failed == 0
+    for trigger in ("_page_done", "_catalog_step", "_retry_due"):
+        assert count(rows, "lateness", trigger)[0] > 0
+    answered, failed = count(rows, "command", "select_action")
+    assert answered > 0 and failed == 0
+
+
+def test_process_mode_drives_real_zread_processes(tmp_path: Path) -> None:
+    body = """
+        class Processes(ZreadUser):
+            mode = "process"
+            args = ()
+            scenario = "flaky-pages"
+            speed = 0.02
+            sessions_per_user = 1
+        """
+    code, out, rows = locust(tmp_path, body, "-u", "2", "-r", "10", "-t", "20s")
+    assert code == 0, out
+    assert count(rows, "session", "generate") == (2, 0)
+    assert count(rows, "command", "select_action")[0] >= 2
+    assert count(rows, "lateness", "process timers")[0] > 0
+
+
+def test_a_client_mistake_fails_the_session(tmp_path: Path) -> None:
+    body = """
+        class Careless(ZreadUser):
+            speed = 0.02
+            sessions_per_user = 1
+            sent = False
+
+            def answer(self, event):
+                if not self.sent and not event["done"]:
+                    self.sent = True
+                    return b'{"type":"bogus"}\\n'
+                return super().answer(event)
+        """
+    code, out, rows = locust(tmp_path, body, "-u", "2", "-r", "10", "-t", "20s")
+    assert code == 1, out  # Locust's exit code when a request failed
+    assert count(rows, "session", "generate") == (2, 2)
+    assert count(rows, "command", "bogus") == (2, 2)
+    assert "client mistake" in out and "bogus" in out
+
+
+def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
+    # Four users, one slow session each, all live together: the peak holds four.
+    body = """
+        from locust import events
+        from simulator.locust import _memory
+
+        class Slow(ZreadUser):
+            speed = 0.1
+            sessions_per_user = 1
+
+        @events.quitting.add_listener
+        def show(environment, **_):
+            m = _memory(environment)
+            added, live = m.figure()
+            print(f"RAW {added} {live} {m.peak - m.before}")
+
+        print_memory_at_exit()
+        """
+    code, out, _ = locust(tmp_path, body, "-u", "4", "-r", "100", "-t", "20s")
+    assert code == 0, out
+    raw = next(line for line in out.splitlines() if line.startswith("RAW "))
+    added, live, own = (int(word) for word in raw.split()[1:])
+    assert live == 4 and added == own
+    line = next(line for line in out.splitlines() if line.startswith("memory: "))
+    assert line.startswith(f"memory: {added / live:.1f} KB per live session")
+    assert "4 live at the peak" in line
