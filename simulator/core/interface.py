@@ -146,6 +146,14 @@ class SessionLike(Protocol):
         """
         ...
 
+    def idle_until(self, now: float) -> bool:
+        """Move the clock to ``now`` when that fires nothing: no timer is due by then
+        and the session is not done (True); else False, and nothing changes. What
+        :meth:`advance` does then, without an :class:`~simulator.core.outcome.Outcome`
+        to make and hand over: a real-time runner calls it after every firing, and
+        :meth:`advance` only when it returns False."""
+        ...
+
     def step(self) -> Outcome:
         """Fire the next timer, whenever it is due, and only that one (with whatever
         events it writes); the clock moves to its deadline. Nothing pending: nothing

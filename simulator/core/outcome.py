@@ -28,8 +28,7 @@ class Outcome(list[bytes]):
 
     __slots__ = ("done", "effects", "quit", "states")
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # (list.__init__ would only empty the new list)
         self.states: list[str] = []
         self.effects: list[object] = _NO_EFFECTS
         self.done = False

@@ -114,7 +114,8 @@ class BaseSession(SessionView):
         return self._close(out)
 
     def advance(self, now: float, *, limit: int = 0) -> Outcome:
-        self._require_started()
+        if not self._started:
+            self._require_started()  # raises
         out = Outcome()
         timers = self._timers
         while timers.due(now) and not self._done:
@@ -126,8 +127,19 @@ class BaseSession(SessionView):
         timers.now = max(timers.now, now)
         return self._close(out)
 
+    def idle_until(self, now: float) -> bool:
+        if not self._started:
+            self._require_started()  # raises
+        timers = self._timers
+        if self._done or timers.due(now):
+            return False
+        if now > timers.now:
+            timers.now = now
+        return True
+
     def step(self) -> Outcome:
-        self._require_started()
+        if not self._started:
+            self._require_started()  # raises
         out = Outcome()
         timer = None if self._done else self._timers.take()
         if timer is not None:
@@ -277,9 +289,9 @@ class Session(BaseSession):
 
     def _close(self, out: Outcome) -> Outcome:
         """Hand ``out`` the effects asked for since the last call, and the done flag."""
-        effects = self.runtime.take_effects()
-        if effects is not None:
-            out.effects = effects
+        runtime = self.runtime
+        if runtime.effects:  # runtime.take_effects(), without a call for the common case
+            out.effects, runtime.effects = runtime.effects, []
         out.done = self._done
         return out
 
@@ -335,6 +347,7 @@ class Session(BaseSession):
         if spec.terminal:
             self._finish(out, vm, spec.vm_state)
             return
-        out.append(encode_event(vm, spec.waiting_for, False, ""))
-        self._keep(vm, spec.waiting_for)
+        waiting_for = spec.waiting_for
+        out.append(encode_event(vm, waiting_for, False, ""))
+        self._last_vm_pieces, self._last_waiting_for = vm, waiting_for  # self._keep()
         out.states.append(spec.vm_state)

@@ -38,7 +38,7 @@ class Timer(msgspec.Struct, order=True):
 class Timers:
     """The clock and the pending timers of one session; see the module docstring."""
 
-    __slots__ = ("_heap", "_live", "_seq", "now", "speed")
+    __slots__ = ("_heap", "_live", "armed", "now", "speed")
 
     def __init__(self, *, now: float = 0.0, speed: float = 1.0) -> None:
         self.now = now
@@ -47,13 +47,9 @@ class Timers:
         """The factor every delay is multiplied by (0: every timer is due at once)."""
         self._heap: list[tuple[float, int, Timer]] = []  # (deadline, seq, timer): C compares
         self._live: dict[int, Timer] = {}
-        self._seq = 0
-
-    @property
-    def armed(self) -> int:
+        self.armed = 0
         """How many timers were ever armed: a timer whose ``seq`` is above a reading of
-        this was armed after it."""
-        return self._seq
+        this was armed after it (the ``seq`` of the last one armed)."""
 
     def arm(
         self,
@@ -65,12 +61,12 @@ class Timers:
         repeat_after: str = "",
     ) -> int:
         """Fire ``trigger`` ``seconds`` (times the speed) from now; the timer's ``seq``."""
-        self._seq += 1
+        self.armed = seq = self.armed + 1
         deadline = self.now + seconds * self.speed
-        timer = Timer(deadline, self._seq, trigger, payload, state, repeat_after)
-        heapq.heappush(self._heap, (timer.deadline, timer.seq, timer))
-        self._live[timer.seq] = timer
-        return timer.seq
+        timer = Timer(deadline, seq, trigger, payload, state, repeat_after)
+        heapq.heappush(self._heap, (deadline, seq, timer))
+        self._live[seq] = timer
+        return seq
 
     def cancel(self, seq: int) -> None:
         """Forget the timer ``seq`` if it has not fired."""
@@ -106,7 +102,12 @@ class Timers:
 
     def take(self) -> Timer | None:
         """The timer that fires next, no longer pending; None when none is."""
-        return None if self.next() is None else self.pop()
+        heap, live = self._heap, self._live
+        while heap:
+            timer = live.pop(heapq.heappop(heap)[1], None)
+            if timer is not None:  # else cancelled
+                return timer
+        return None
 
     def pending(self) -> list[Timer]:
         """The timers still to fire, soonest first."""

@@ -109,7 +109,7 @@ class LiveSession:
         self.hung = False
         self.reading = True  # False once a stop_reading fault fired or the run is over
         self._ending = ""  # what is ending the run (a ``how`` of the journal), once known
-        self._lines = LineBuffer()
+        self._lines: LineBuffer | None = None  # made when the first bytes are read
         self._paused_at: float | None = None
         self._backlog: deque[faults.Action] = deque()
         self._resume_at: float | None = None  # when a split event's pause ends; None: none
@@ -164,8 +164,10 @@ class LiveSession:
         """Bytes read from the client's stream; ``b""`` is the end of input (3)."""
         if not self.reading:
             return
-        peer = self.peer
-        for line in self._lines.push(data) if data else self._lines.finish():
+        peer, lines = self.peer, self._lines
+        if lines is None:
+            lines = self._lines = LineBuffer()
+        for line in lines.push(data) if data else lines.finish():
             if peer is not None and peer.frame(self, line):
                 continue
             self.feed(line)
@@ -238,6 +240,7 @@ class LiveSession:
     def _fire_due(self, now: float) -> None:
         session, origin, observer = self.session, self.origin, self.observer
         armed = session.armed
+        timer = None
         while not self._stopped:
             timer = session.next_timer()
             # Compared on the clock, as next_wakeup() promised it: origin + deadline
@@ -248,12 +251,15 @@ class LiveSession:
             if observer is not None:
                 observer.fired(self, origin + timer.deadline)
             self._take(outcome)
-        deadline = session.next_deadline()
-        nothing_due = deadline is None or origin + deadline > now
-        if not self._stopped and not self._done and nothing_due:
-            # The clock moves. A timer armed by this tick and due already (at speed
-            # 0, all of them) is left to the next tick: advance() would fire it now.
-            self._take(session.advance(now - origin))
+        if self._stopped or self._done:
+            return
+        if timer is None or origin + timer.deadline > now:  # (timer: the session's next)
+            # The clock moves (none due by then: the common case, idle_until; one due
+            # after all, the hair above: advance). A timer armed by this tick and due
+            # already (at speed 0, all of them) is left to the next tick.
+            moment = now - origin
+            if not session.idle_until(moment):
+                self._take(session.advance(moment))
 
     # -- admin -------------------------------------------------------------------------
 
@@ -299,11 +305,30 @@ class LiveSession:
 
     def _take(self, outcome: Outcome) -> None:
         """Perform the effects of one session call, then write its events."""
-        self._done = self._done or outcome.done
+        if outcome.done:
+            self._done = True
         if outcome.effects:
             self._perform(outcome.effects)
-        if outcome:
-            self._put_out(outcome)
+        if not outcome:
+            return
+        stage, observer = self.stage, self.observer
+        if self._resume_at is None and stage.passes(outcome):
+            # The fast path: no fault, no framing, nothing held back: each event is one
+            # write of the whole line, as the output stage would say (and counted so).
+            if observer is not None:
+                observer.produced(self, outcome)
+            write = self.endpoint.write
+            for event in outcome:
+                if self._stopped:
+                    return
+                if not write(event):  # (4) the reader went away: a quiet end
+                    self._ending = "reader-gone"
+                    self._end(0)
+            return
+        actions = stage.actions(outcome)
+        if observer is not None:
+            observer.produced(self, outcome)
+        self._carry_out(actions)
 
     def _perform(self, effects: list[object]) -> None:
         peer = self.peer
@@ -311,22 +336,6 @@ class LiveSession:
             effects = [effect for effect in effects if not peer.effect(self, effect)]
         for effect, result in self.host.perform_all(self.owner, effects):
             self._take(self.session.resolve(effect, result))
-
-    def _put_out(self, outcome: Outcome) -> None:
-        stage = self.stage
-        actions = None if stage.plain and self._resume_at is None else stage.actions(outcome)
-        if self.observer is not None:
-            self.observer.produced(self, outcome)
-        if actions is not None:
-            self._carry_out(actions)
-            return
-        # The fast path: no fault, no framing, nothing held back: each event is one
-        # write of the whole line, as the output stage would say.
-        stage.count(outcome)
-        for event in outcome:
-            if self._stopped:
-                return
-            self._act_write(event)
 
     def _carry_out(self, actions: list[faults.Action]) -> None:
         if self._resume_at is not None:

@@ -56,6 +56,13 @@ class OutputStage:
         """No transport fault and no framing: each event is one write of its line."""
         return not (self.faults or self.frame)
 
+    def passes(self, outcome: Outcome) -> bool:
+        """True when the events of ``outcome`` go out as they are, one write each (no
+        fault, no framing), and then counted as :meth:`count` counts them; False, and
+        nothing counted, when they need :meth:`actions`. What a runner's fast path asks
+        once a session call, in place of :attr:`plain` and :meth:`count`."""
+        return not self.frame and self.faults.passed_if_none(len(outcome), outcome.states[-1])
+
     def count(self, outcome: Outcome) -> None:
         """The events of ``outcome`` went out as they are (a runner that writes a plain
         stage's lines itself says so, so a fault added later finds its event)."""

@@ -7,7 +7,8 @@ catalog is the one browse serves; the pages a scenario lists by hand
 (``[[world.project.pages]]``); each page's slug (zread's: ``<n>-`` and the slugified
 title, which the vm's ``tasks[].slug``, the page file and wiki.json all use); the
 markdown of a page as zread writes it; and the ids and dates of the scenario's earlier
-wikis. Slugs and version ids are :mod:`simulator.formats.ids`' (re-exported here).
+wikis. Slugs are :mod:`simulator.formats.ids`' (re-exported here); a drawn version id
+is written in its format (:func:`~simulator.formats.ids.version_id`'s text).
 
 The wiki's language is the config's ``language`` (:func:`wiki_language`: ``zh...`` is
 Chinese, anything else English), as zread takes it from ``config.yaml``. A Chinese wiki
@@ -36,11 +37,11 @@ import re
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from simulator.formats.ids import LEVELS, slug, version_id
+from simulator.formats.ids import LEVELS, slug
 from simulator.scenario.wikiwords import (
     GROUPS,
     LANGUAGES,
@@ -357,20 +358,40 @@ def _mermaid(
 # -- versions ------------------------------------------------------------------------------
 
 
+_VERSIONS_FROM: Final = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+_VERSIONS_SPAN: Final = 300 * 86400  # seconds after _VERSIONS_FROM a version is drawn within
+_TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(60))
+
+
+@functools.lru_cache(maxsize=1024)
+def _version_day(days: int) -> str:
+    """``YYYY-MM-DD`` of the day ``days`` after :data:`_VERSIONS_FROM` (~300 of them)."""
+    return (_VERSIONS_FROM + dt.timedelta(days=days)).strftime("%Y-%m-%d")
+
+
 @functools.lru_cache(maxsize=256)
 def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
     """Ids and dates of ``count`` versions, drawn with ``random`` (faker is not needed).
 
     The ids are zread's (``YYYY-MM-DD-HHMMSS``, here of the UTC date), a second later
-    when two draws fall on the same second, so they stay unique."""
-    rng = _rng(seed, "versions")
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    stamps = sorted(start + dt.timedelta(seconds=rng.randrange(300 * 86400)) for _ in range(count))
+    when two draws fall on the same second, so they stay unique. Each session of a load
+    test has a seed of its own and draws here as it starts: the texts are put together
+    from the day's (one string a day) and two-digit strings, not by ``strftime``."""
+    if not count:
+        return ()
+    rng = random.Random(f"zread-sim:{seed}:wiki:versions")  # _rng(seed, "versions")
     drawn: list[tuple[str, str]] = []
-    for i, stamp in enumerate(stamps):
-        if i and stamp <= stamps[i - 1]:
-            stamps[i] = stamp = stamps[i - 1] + dt.timedelta(seconds=1)
-        drawn.append((version_id(stamp), stamp.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    last = -1
+    two = _TWO_DIGITS
+    offsets = [rng.randrange(_VERSIONS_SPAN) for _ in range(count)]
+    offsets.sort()
+    for offset in offsets:
+        last = offset = offset if offset > last else last + 1
+        days, moment = divmod(offset, 86400)
+        hours, moment = divmod(moment, 3600)
+        minutes, seconds = divmod(moment, 60)
+        day, hh, mm, ss = _version_day(days), two[hours], two[minutes], two[seconds]
+        drawn.append((f"{day}-{hh}{mm}{ss}", f"{day}T{hh}:{mm}:{ss}Z"))
     return tuple(drawn)
 
 
@@ -381,4 +402,6 @@ def versions(world: World, seed: int) -> tuple[Version, ...]:
         Version(wiki.id or drawn_id, wiki.timestamp or drawn_stamp, wiki.current)
         for wiki, (drawn_id, drawn_stamp) in zip(world.wikis, drawn, strict=True)
     ]
-    return tuple(sorted(listed, key=lambda v: v.timestamp))
+    if len(listed) > 1:  # (one, the common world, is in order)
+        listed.sort(key=lambda v: v.timestamp)
+    return tuple(listed)

@@ -131,6 +131,8 @@ def test_start_once() -> None:
         lambda s: s.feed(QUIT),
         lambda s: s.advance(1.0),
         lambda s: s.quit(),
+        lambda s: s.step(),
+        lambda s: s.idle_until(1.0),
     ],
 )
 def test_nothing_before_start(call: Any) -> None:
@@ -905,6 +907,45 @@ def test_step_fires_the_next_timer_only_and_moves_the_clock_to_it() -> None:
     after = {t.seq for t in session.pending()}
     assert after - others == {seq for seq in after if seq > armed}  # only new ones came
     assert others <= after  # and nothing else fired
+
+
+def test_idle_until_moves_the_clock_as_advance_does_when_nothing_is_due() -> None:
+    idle, advanced = new_session("generate", "default"), new_session("generate", "default")
+    for session in (idle, advanced):
+        session.start()
+        session.feed(b'{"type":"select_action","params":{"action":"generate"}}')
+    deadline = idle.next_deadline()
+    assert deadline is not None and deadline > 0.01
+    assert idle.idle_until(deadline / 2) is True
+    assert advanced.advance(deadline / 2) == []
+    assert idle.now == advanced.now == deadline / 2
+    assert idle.idle_until(deadline / 4) is True  # the clock never goes back
+    assert idle.now == deadline / 2
+    assert idle.pending() == advanced.pending()
+    # The timers then fire alike, from the same clock.
+    assert idle.advance(deadline) == advanced.advance(deadline)
+
+
+def test_idle_until_a_due_timer_changes_nothing_and_says_so() -> None:
+    session = new_session("generate", "default")
+    session.start()
+    session.feed(b'{"type":"select_action","params":{"action":"generate"}}')
+    deadline = session.next_deadline()
+    assert deadline is not None
+    pending, now = session.pending(), session.now
+    assert session.idle_until(deadline) is False
+    assert session.pending() == pending and session.now == now
+    assert len(session.advance(deadline)) == 1  # advance is the one to fire it
+
+
+def test_idle_until_after_done_leaves_it_to_advance() -> None:
+    session = new_session("version", "default")
+    session.start()
+    assert session.done
+    assert session.idle_until(5.0) is False
+    assert session.now == 0.0
+    out = session.advance(5.0)
+    assert out == [] and out.done and session.now == 5.0
 
 
 def test_step_with_nothing_pending_does_nothing() -> None:

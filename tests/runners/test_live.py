@@ -298,6 +298,30 @@ def test_control_frames_are_taken_out_of_the_input() -> None:
     assert runner.session.violations == []
 
 
+def test_a_tick_moves_the_session_clock_to_the_clock_whatever_fires() -> None:
+    runner, keeper, clock = live("generate", "-y")
+    runner.start()
+    deadline = runner.session.next_deadline()
+    assert deadline is not None
+    clock.now = runner.origin + deadline / 2  # nothing due yet
+    runner.tick()
+    assert runner.session.now == runner.now() and len(keeper.events) == 1
+    clock.now = runner.origin + deadline + 0.001  # one due, and then the clock moves on
+    runner.tick()
+    assert len(keeper.events) == 2
+    assert runner.session.now == runner.now() > deadline
+
+
+def test_a_tick_that_writes_to_a_reader_gone_stops_at_that_event() -> None:
+    runner, keeper, _ = live("generate", "-y", speed=0)
+    runner.start()
+    keeper.gone = True
+    runner.tick()
+    assert runner.finished and runner.code == 0
+    assert len(keeper.writes) == 1  # the first event, before the reader went
+    assert runner.next_wakeup() is None
+
+
 # -- speed 0: input between firings ------------------------------------------------------
 
 

@@ -174,6 +174,25 @@ def test_a_plain_stage_counts_the_events_a_runner_wrote_itself() -> None:
     assert stage.actions(third) == [faults.Write(third[0]), faults.Write(b"third\n")]
 
 
+def test_a_plain_stage_passes_and_counts_what_the_runner_writes_as_it_is() -> None:
+    session = session_with("generate", speed=0.0)
+    stage = stage_of(session)
+    assert stage.passes(session.start())  # select_action, counted as written
+    assert stage.passes(session.feed(GENERATE))
+    stage.faults.add(Fault(kind="diagnostic", text="third", after_event=3))
+    third = session.advance(session.next_deadline() or 0.0, limit=1)
+    assert not stage.passes(third)  # a fault: the actions say how, and count it
+    assert stage.actions(third) == [faults.Write(third[0]), faults.Write(b"third\n")]
+
+
+def test_a_framed_stage_never_passes_an_event_as_it_is() -> None:
+    session = session_with("generate", speed=0.0)
+    stage = stage_of(session, frame=True)
+    first = session.start()
+    assert not stage.passes(first)
+    assert all(isinstance(a, faults.Write) and a.data != first[0] for a in stage.actions(first))
+
+
 def test_a_counted_state_is_the_one_on_state_compares_with() -> None:
     session = session_with("generate", speed=0.0)
     stage = stage_of(session)

@@ -394,5 +394,5 @@ def test_one_line_crosses_five_modules_and_nothing_calls_back_into_the_session()
         for module, name, outer in calls
         if module == "simulator.core.session" and outer == "runner"
     }
-    timers = {"advance", "step", "next_deadline", "next_timer", "armed", "speed"}
+    timers = {"advance", "step", "next_deadline", "next_timer", "armed", "speed", "idle_until"}
     assert asked <= {"feed", "__init__"} | timers, asked

@@ -77,6 +77,14 @@ def test_no_faults_is_exactly_one_write_of_the_line() -> None:
         assert p.actions(LINE, state) == [Write(LINE)]
 
 
+def test_passed_if_none_counts_only_without_faults() -> None:
+    p = plan()
+    assert p.passed_if_none(2, "running") is True
+    p.add(Fault(kind="diagnostic", text="now"), now=True)
+    assert p.passed_if_none(1, "running") is False  # nothing counted
+    assert fired(run(p, ["running"]), LINE) == [1]  # the third event, the first after
+
+
 def test_a_fault_that_does_not_fire_leaves_the_line_alone() -> None:
     p = plan(fault(kind="truncate", after_event=99))
     assert p

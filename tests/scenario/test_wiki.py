@@ -4,6 +4,7 @@ or listed by a scenario), page markdown, page bodies and wiki versions."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 import re
 
 import msgspec
@@ -462,6 +463,37 @@ def test_page_markdown_cites_only_what_can_be_cited() -> None:
 def test_page_markdown_refuses_an_unknown_language() -> None:
     with pytest.raises(ValueError, match="language"):
         markdown(0, language="fr")  # type: ignore[arg-type]
+
+
+def _versions_by_datetime(seed: int, count: int) -> tuple[tuple[str, str], ...]:
+    """The drawn versions as datetime and strftime write them (what the draw's own
+    arithmetic must equal, byte for byte)."""
+    rng = random.Random(f"zread-sim:{seed}:wiki:versions")
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    stamps = sorted(start + dt.timedelta(seconds=rng.randrange(300 * 86400)) for _ in range(count))
+    drawn: list[tuple[str, str]] = []
+    for i, stamp in enumerate(stamps):
+        if i and stamp <= stamps[i - 1]:
+            stamps[i] = stamp = stamps[i - 1] + dt.timedelta(seconds=1)
+        drawn.append((ids.version_id(stamp), stamp.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    return tuple(drawn)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7])
+def test_drawn_versions_are_what_datetime_writes(count: int) -> None:
+    for seed in range(200):
+        assert wiki._drawn_versions(seed, count) == _versions_by_datetime(seed, count)
+
+
+def test_drawn_versions_on_one_second_are_a_second_apart_as_datetime_has_them() -> None:
+    """20,000 draws in 300 days of seconds: some fall on the same second (and on a day's
+    last second, the next is the next day's first)."""
+    drawn = wiki._drawn_versions(3, 20_000)
+    assert drawn == _versions_by_datetime(3, 20_000)
+    assert len({version_id for version_id, _ in drawn}) == 20_000
+    rng = random.Random("zread-sim:3:wiki:versions")
+    raw = {rng.randrange(300 * 86400) for _ in range(20_000)}
+    assert len(raw) < 20_000  # the bump was taken
 
 
 def test_drawn_version_ids_are_zreads() -> None:
