@@ -193,7 +193,13 @@ class _Routes:
 
 
 def _bind(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
-    """A socket bound at ``address`` (not yet listening); OSError when it cannot be."""
+    """A socket bound at ``address`` and listening; OSError when it cannot be.
+
+    It listens here, not later: with SO_REUSEADDR, Linux lets two sockets bind one port
+    while neither listens, and the second then fails in ``listen`` (two browses
+    starting at once). Failing here, the port search moves on to the next port."""
+    from simulator.hosts.httpserver import LISTEN_BACKLOG  # the server is next anyway
+
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         # On Windows SO_REUSEADDR lets a second socket take a port in use: the port
@@ -201,6 +207,7 @@ def _bind(family: socket.AddressFamily, address: tuple[str, int]) -> socket.sock
         if os.name != "nt":
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
     except BaseException:
         sock.close()
         raise

@@ -266,6 +266,36 @@ def test_a_busy_port_moves_to_the_next_free_one_upward(site: FakeSite) -> None:
             sock.close()
 
 
+def test_servers_started_at_once_from_one_port_each_get_one(site: FakeSite) -> None:
+    # Browses starting at the same moment: with SO_REUSEADDR two sockets may bind one
+    # port while neither listens; the one that listens second must move on, not fail.
+    base, held = held_ports(1)
+    held[0].close()
+    barrier = threading.Barrier(12)
+    started: list[WikiServer] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            started.append(WikiServer(site, port=base))
+        except BaseException as error:
+            failed.append(error)
+
+    threads = [threading.Thread(target=start) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    try:
+        assert failed == []
+        assert len({server.port for server in started}) == 12
+        assert all(get(server, "/").status == 200 for server in started)
+    finally:
+        for server in started:
+            server.close()
+
+
 def test_a_free_port_is_taken_as_asked(site: FakeSite) -> None:
     base, held = held_ports(1)
     held[0].close()
