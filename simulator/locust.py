@@ -250,6 +250,8 @@ class ZreadUser(User):
             if cls.mode != "process":
                 prepared = Prepared.of(cls.command, cls.args, cls.scenario)
                 prepared.warm_up(cls.speed)
+            gc.collect()  # what exists now lives as long as the process: out of the
+            gc.freeze()  # collector's walks, as a long-running host keeps it
             shared = _Shared(prepared, seeds)
             setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
         return shared

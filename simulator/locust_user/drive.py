@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.subprocess
+import msgspec
 
 from simulator.core.session import Session
 from simulator.runners.hooks import Live, Observer
@@ -140,11 +141,11 @@ class Report:
         """Check and decode one event line; the command it answers (if ``answers``) is
         reported."""
         self.lines_out += 1
-        self.checker.feed("out", self.lines_out, now - self.started, line)
         try:
-            event = json.loads(line)
-        except ValueError:
+            event = msgspec.json.decode(line)  # once: the check takes it decoded
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             event = None
+        self.checker.feed("out", self.lines_out, now - self.started, line, event)
         if not isinstance(event, dict):
             self.problem = self.problem or f"not an event: {line[:80]!r}"
             return None
@@ -160,8 +161,8 @@ class Report:
         self.lines_in += 1
         self.checker.feed("in", self.lines_in, now - self.started, line)
         try:
-            kind = str(json.loads(line).get("type"))
-        except (ValueError, AttributeError):
+            kind = str(msgspec.json.decode(line).get("type"))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, AttributeError):
             kind = "?"
         self.command = (kind, now)
 

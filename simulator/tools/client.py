@@ -32,15 +32,17 @@ class ReferenceClient:
     def __init__(self) -> None:
         self.memory: dict[str, Any] = {}
         """What the command modules' answers noted so far in this run."""
+        self._modules = [command_module(command) for command in COMMANDS]
 
     def answer(self, event: dict[str, Any]) -> bytes | None:
-        """The command for this event's gate, or None when it asks for nothing."""
-        if event.get("done") or event.get("error"):
+        """The command for this event's gate, or None when it asks for nothing (an event
+        without a gate is most of a run's: it costs a look at two keys)."""
+        waiting = event.get("waiting_for")
+        if not waiting or event.get("done") or event.get("error"):
             return None
-        waiting = event.get("waiting_for") or []
         vm = event.get("vm") or {}
-        for command in COMMANDS:
-            answer = command_module(command).answer(waiting, vm, self.memory)
+        for module in self._modules:
+            answer = module.answer(waiting, vm, self.memory)
             if answer is not None:
                 kind, params = answer
                 return command_line(kind, **params)

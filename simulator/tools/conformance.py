@@ -153,6 +153,34 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+_Rules = tuple[dict[str, list[Gate]], "_Shape | None", bool, dict[str, "type[Any] | None"]]
+_RULES: dict[str | None, _Rules] = {}
+
+
+def _rules_of(command: str | None) -> _Rules:
+    """What the check needs of ``command``'s chart (its states' gates, its vm's shape,
+    whether it shows a state, its commands' params), read once per command: a load test
+    checks thousands of sessions."""
+    rules = _RULES.get(command)
+    if rules is not None:
+        return rules
+    states: dict[str, list[Gate]] = {}
+    shape: _Shape | None = None
+    shows_state = False
+    params: dict[str, type[Any] | None] = {}
+    if command is not None:
+        chart = load_chart(command)
+        shows_state = chart.shows_state
+        for spec in chart.states.values():
+            if chart.has_start and spec.name == chart.initial:
+                continue  # left by _start before the first event
+            states.setdefault(spec.vm_state, []).append((spec.waiting_for, spec.terminal))
+        shape = _shape_of(chart.model.vm_type)
+        params = {name: spec.params for name, spec in chart.commands.items()}
+    rules = _RULES[command] = (states, shape, shows_state, params)
+    return rules
+
+
 class Checker:
     """The conformance check, fed one line at a time in the order the lines passed.
 
@@ -164,30 +192,22 @@ class Checker:
     def __init__(self, command: str | None) -> None:
         self.command = command
         self.deviations: list[Deviation] = []
-        self._last: dict[str, Any] | None = None
+        self._last: tuple[bytes, list[str]] | None = None
+        """The last event's line (its vm is decoded again only for an error event, which
+        must repeat it) and its waiting_for."""
         self._done = False
         self._events = 0
-        self._states: dict[str, list[Gate]] = {}
-        self._shape: _Shape | None = None
-        self._shows_state = False
-        self._params: dict[str, type[Any] | None] = {}
-        if command is not None:
-            chart = load_chart(command)
-            self._shows_state = chart.shows_state
-            for spec in chart.states.values():
-                if chart.has_start and spec.name == chart.initial:
-                    continue  # left by _start before the first event
-                self._states.setdefault(spec.vm_state, []).append((spec.waiting_for, spec.terminal))
-            self._shape = _shape_of(chart.model.vm_type)
-            self._params = {name: spec.params for name, spec in chart.commands.items()}
+        rules = _rules_of(command)
+        self._states, self._shape, self._shows_state, self._params = rules
 
     @property
     def clean(self) -> bool:
         return not self.deviations
 
-    def feed(self, direction: str, n: int, t: float, raw: bytes) -> None:
+    def feed(self, direction: str, n: int, t: float, raw: bytes, decoded: Any = None) -> None:
+        """Judge one line; ``decoded``: an event line already decoded (None: decode it)."""
         if direction == "out":
-            messages = list(self._event(raw))
+            messages = list(self._event(raw, decoded))
         elif direction == "in":
             messages = list(self._command(raw))
         else:
@@ -206,12 +226,12 @@ class Checker:
 
     # -- zread's side ---------------------------------------------------------------------
 
-    def _event(self, raw: bytes) -> Iterator[str]:
+    def _event(self, raw: bytes, doc: Any = None) -> Iterator[str]:
         if self._done:
             yield "zread did write a line after its done:true event where the chart expects nothing"
             return
         try:
-            doc = decode_json(raw)
+            doc = decode_json(raw) if doc is None else doc
         except ValueError as exc:
             yield f"zread did write a line that is not JSON ({exc}) where the chart expects events"
             return
@@ -236,24 +256,25 @@ class Checker:
             yield from self._rejected(vm, waiting_for, done)
         else:
             yield from self._against_chart(vm, waiting_for, bool(done))
-        self._last = {"vm": vm, "waiting_for": waiting_for}
+        self._last = (raw, waiting_for)
         self._done = bool(done)
 
     def _rejected(self, vm: dict[str, Any], waiting_for: list[str], done: Any) -> Iterator[str]:
         if self._last is None:
             yield "zread did reject a command in its first event where the chart expects a state"
             return
+        last_line, last_waiting_for = self._last
         if done:
             yield "zread did write done:true with an error where the chart expects done:false"
-        if vm != self._last["vm"]:
+        if vm != decode_json(last_line)["vm"]:  # it decoded once already
             yield (
                 "zread did change the vm in an error event where the chart expects the "
                 "previous event's vm repeated"
             )
-        if waiting_for != self._last["waiting_for"]:
+        if waiting_for != last_waiting_for:
             yield (
                 f"zread did offer waiting_for {compact(waiting_for)} in an error event where "
-                f"the chart expects the previous {compact(self._last['waiting_for'])} repeated"
+                f"the chart expects the previous {compact(last_waiting_for)} repeated"
             )
 
     def _against_chart(
@@ -329,10 +350,11 @@ class Checker:
         if self._last is None:
             yield f"the client sent {sent} before the first event where zread waits for nothing yet"
             return
-        waiting = [w for w in self._last["waiting_for"] if w != "quit"]
-        if kind not in self._last["waiting_for"]:
+        last_waiting_for = self._last[1]
+        waiting = [w for w in last_waiting_for if w != "quit"]
+        if kind not in last_waiting_for:
             if waiting:
-                expected = ", ".join(compact(w) for w in self._last["waiting_for"])
+                expected = ", ".join(compact(w) for w in last_waiting_for)
                 yield f"the client sent {sent} where zread waits for one of {expected}"
             else:
                 yield (

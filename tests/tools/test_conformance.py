@@ -8,6 +8,7 @@ recording itself, over real pipes, is in tests/e2e/test_record_e2e.py.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
@@ -155,6 +156,21 @@ def test_a_rejected_command_must_repeat_the_vm_and_waiting_for() -> None:
         'zread did offer waiting_for ["quit"] in an error event where the chart expects the '
         'previous ["update_fields","save","reload_llm","quit"] repeated',
     ]
+
+
+def test_an_event_given_decoded_is_judged_as_its_line() -> None:
+    edit = ["update_fields", "save", "reload_llm", "quit"]
+    vm = {"fields": [], "dirty": False, "saved": False, "error": ""}
+    lines = [
+        event(vm, edit),
+        event({**vm, "dirty": True}, ["quit"], error="invalid params: no"),
+        event({**vm, "extra": 1}, ["save"]),
+    ]
+    from_lines, from_decoded = Checker("config"), Checker("config")
+    for n, raw in enumerate(lines, 1):
+        from_lines.feed("out", n, 0.0, raw)
+        from_decoded.feed("out", n, 0.0, raw, json.loads(raw))
+    assert messages(from_decoded) == messages(from_lines) and len(messages(from_lines)) >= 3
 
 
 def test_an_exit_without_done_is_a_deviation_at_exit() -> None:
