@@ -240,18 +240,23 @@ class ZreadUser(User):
         return self.client.answer(event)
 
     @classmethod
-    def _shared(cls, runner: Runner | None) -> _Shared:
-        """What the users of this class share in this process (made by the first)."""
+    def _shared(cls, environment: Environment) -> _Shared:
+        """What the users of this class share in this process (made by the first, with
+        a warm-up session, before any measured session: the RSS before is read then)."""
         shared = cls.__dict__.get("_zread_shared")
         if not isinstance(shared, _Shared):
+            runner = environment.runner
             index = getattr(runner, "worker_index", 0) or 0
             seeds = itertools.count(cls.first_seed + index * SEEDS_PER_WORKER)
             prepared = None
             if cls.mode != "process":
                 prepared = Prepared.of(cls.command, cls.args, cls.scenario)
-                prepared.warm_up(cls.speed)
+                prepared.warm_up(cls.command, cls.args, cls.scenario)
             gc.collect()  # what exists now lives as long as the process: out of the
             gc.freeze()  # collector's walks, as a long-running host keeps it
+            memory = _memory(environment)
+            if memory.before is None:
+                memory.before = _rss_with_children()
             shared = _Shared(prepared, seeds)
             setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
         return shared
@@ -261,15 +266,12 @@ class ZreadUser(User):
         """One zread session, reported to Locust."""
         if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
             raise StopUser
-        shared = self._shared(self.environment.runner)
+        shared = self._shared(self.environment)
         seed = self.seed if self.seed is not None else next(shared.seeds)
         self.client = ReferenceClient()
         plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, self.answer)
         plan.children = _CHILDREN
         memory = _memory(self.environment)
-        if memory.before is None:
-            gc.collect()
-            memory.before = _rss_with_children()
         memory.live += 1
         report = Report(self.command, self._fire)
         try:

@@ -106,19 +106,15 @@ class Prepared:
 
         return cls(load_chart(command), load_scenario(scenario), parse_flags(command, args))
 
-    def warm_up(self, speed: float) -> None:
-        """One session in virtual time, so lazy imports and caches are not counted as
-        the sessions' memory."""
-        session = Session(self.chart, self.scenario, flags=self.flags, seed=0, speed=speed)
-        stage = OutputStage.for_scenario(self.scenario, seed=0, speed=session.speed)
-        stage.actions(session.start())
-        for _ in range(1000):
-            deadline = session.next_deadline()
-            if deadline is None:
-                break
-            stage.actions(session.advance(deadline, limit=1))
-        if not session.done:
-            stage.actions(session.quit())
+    def warm_up(self, command: str, args: tuple[str, ...], scenario: str) -> None:
+        """One whole session through :func:`run_inprocess` at speed 0, its figures
+        dropped: what a first session builds lazily (imports, the check's rules, caches)
+        is built before the first measured one, whose timers it would make late, and is
+        not counted as the sessions' memory."""
+        from simulator.tools.client import ReferenceClient
+
+        plan = Plan(command, args, scenario, 0.0, 60.0, ReferenceClient().answer)
+        run_inprocess(plan, self, 0, Report(command, lambda *_: None))
 
 
 class Report:
