@@ -125,3 +125,25 @@ def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
     line = next(line for line in out.splitlines() if line.startswith("memory: "))
     assert line.startswith(f"memory: {added / live:.1f} KB per live session")
     assert "4 live at the peak" in line
+
+
+def test_nothing_but_this_module_imports_locust() -> None:
+    # Locust is an optional extra that monkey-patches the process it is imported in: the
+    # pytest plugin, the drop-in process and every other command must run without it.
+    code = textwrap.dedent(
+        """
+        import io, sys
+        import simulator.pytest_plugin
+        from simulator.cli import main
+        for argv in (["version", "--stdio"], ["generate", "--stdio", "-y", "--no-files",
+                     "--speed", "0"], ["scenarios"], ["schema", "--help"], ["load", "--help"],
+                     ["coverage", "--help"], ["journal", "--help"], ["serve", "--help"]):
+            main(argv, stdin=io.BytesIO(), stdout=io.BytesIO(), stderr=io.StringIO(),
+                 environ={})
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("locust", "gevent")))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False
+    )
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "[]"), done.stderr

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from simulator.tools.load.cli import PROG, LoadRun, locust_argv, locustfile, main, parse_args
 from simulator.tools.load.common import LoadError
-from simulator.tools.load.memory import RssSampler, rss_kb, status_kb
+from simulator.tools.load.memory import rss_kb, status_kb
 
 __all__ = [
     "PROG",
     "LoadError",
     "LoadRun",
-    "RssSampler",
     "locust_argv",
     "locustfile",
     "main",
