@@ -63,6 +63,21 @@ def test_in_process_sessions_report_lateness_commands_and_sessions(tmp_path: Pat
     assert answered > 0 and failed == 0
 
 
+def test_a_subclass_with_nothing_in_it_is_a_working_locustfile(tmp_path: Path) -> None:
+    # The defaults: generate, -y, the default scenario, speed 1 (a session takes longer
+    # than the run: what it reports in its first seconds is enough).
+    body = """
+        class Generate(ZreadUser):
+            pass
+        """
+    code, out, rows = locust(tmp_path, body, "-u", "2", "-r", "10", "-t", "2s")
+    assert code == 0, out
+    assert ("command", "select_action") not in rows  # -y: generate asks nothing first
+    late, failed = count(rows, "lateness", "_catalog_step")
+    assert late >= 2 and failed == 0
+    assert int(rows[("", "Aggregated")]["Failure Count"]) == 0
+
+
 def test_process_mode_drives_real_zread_processes(tmp_path: Path) -> None:
     body = """
         class Processes(ZreadUser):
