@@ -1,8 +1,8 @@
 """The simulator's own options, beside zread's flags on any command, and the variables
 that steer a plain ``zread``: ``ZREAD_SIM_SCENARIO``, ``ZREAD_SIM_SEED``,
 ``ZREAD_SIM_SPEED``, ``ZREAD_SIM_HOME``, ``ZREAD_SIM_PROJECT``, ``ZREAD_SIM_FILES``,
-``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``, ``ZREAD_SIM_JOURNAL``. A flag beats its
-variable.
+``ZREAD_SIM_CONTROL``, ``ZREAD_SIM_FRAME``, ``ZREAD_SIM_JOURNAL``, ``ZREAD_SIM_EOF``. A
+flag beats its variable.
 
 Owns: :func:`add_simulator_options` (each option defaults to None, then to its
 variable), :data:`ENVIRONMENT`, :func:`apply_environment`, :func:`baked` (the options
@@ -42,6 +42,17 @@ def _switch(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected 1 or 0 (true/false), got {text!r}")
 
 
+EOF_CHOICES = ("wait", "quit")
+"""What the end of stdin does: ``wait`` (zread's: nothing; it says so on stderr once it
+waits for an answer), or ``quit`` (then it quits, for scripts)."""
+
+
+def _eof(text: str) -> str:
+    if text.lower() in EOF_CHOICES:
+        return text.lower()
+    raise argparse.ArgumentTypeError(f"expected wait or quit, got {text!r}")
+
+
 ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "scenario": ("ZREAD_SIM_SCENARIO", "default", str),
     "seed": ("ZREAD_SIM_SEED", "0", _seed),
@@ -52,6 +63,7 @@ ENVIRONMENT: dict[str, tuple[str, str, Any]] = {
     "control": ("ZREAD_SIM_CONTROL", "", str),
     "frame": ("ZREAD_SIM_FRAME", "0", _switch),
     "journal": ("ZREAD_SIM_JOURNAL", "", str),
+    "eof": ("ZREAD_SIM_EOF", "wait", _eof),
 }
 """option -> (variable, default, parser): what an option falls back to when not given."""
 
@@ -126,6 +138,14 @@ def add_simulator_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         default=None,
         help="append a JSON line per line read, event and exit to FILE (ZREAD_SIM_JOURNAL)",
+    )
+    parser.add_argument(
+        "--eof",
+        metavar="wait|quit",
+        type=_eof,
+        default=None,
+        help="what the end of stdin does once zread waits for an answer: wait, as zread "
+        "does, or quit, for scripts (ZREAD_SIM_EOF; default: wait)",
     )
 
 

@@ -143,6 +143,7 @@ def _session(
         lateness_file=environ.get(LATENESS_FILE, ""),
         secrets=session.secrets,
         stderr_fd=2 if hosted is None else hosted.stderr_fd,
+        quit_at_eof=args.eof == "quit",
     )
     if hosted is not None:
         hosted.started(runner)

@@ -128,6 +128,8 @@ HOWS: Final = {
     "signal": "SIGTERM, SIGINT or SIGHUP, taken as quit: done:true written",
     "stdin-closed-left-waiting": "a signal, after stdin closed while zread waited for an "
     "answer nobody could give",
+    "eof-quit": "stdin closed while zread waited for an answer, taken as quit (--eof quit): "
+    "done:true written",
     "reader-gone": "stdout's reader went away before done:true was written",
     "fault-exit": "an exit transport fault",
     "hang": "a hang transport fault: it reads and writes nothing until killed",

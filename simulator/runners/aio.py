@@ -162,6 +162,7 @@ class Channel(LiveSession):
         owner: int = 0,
         observer: Observer | None = None,
         peer: Peer | None = None,
+        quit_at_eof: bool = False,
     ) -> None:
         told = hub if observer is None else Observers(observer, hub)
         super().__init__(
@@ -173,6 +174,7 @@ class Channel(LiveSession):
             owner=owner,
             observer=told,
             peer=peer,
+            quit_at_eof=quit_at_eof,
         )
         self.hub = hub
 

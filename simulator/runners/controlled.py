@@ -204,6 +204,7 @@ async def serve(
     in_fd: int = 0,
     journal: JournalWriter | None = None,
     started: Callable[[Callable[[], None]], None] | None = None,
+    quit_at_eof: bool = False,
 ) -> int:
     """Run ``session`` on stdin and ``endpoint`` with the admin API at ``address``; the
     exit code. ``stage`` defaults to one without transport faults, unframed; with
@@ -219,7 +220,16 @@ async def serve(
         journaling = Journaling(journal, session)
     peers = Peers()
     observer = observers(journaling, _SignalsOnHang(loop))
-    channel = Channel(Hub(loop), session, stage, endpoint, host=host, observer=observer, peer=peers)
+    channel = Channel(
+        Hub(loop),
+        session,
+        stage,
+        endpoint,
+        host=host,
+        observer=observer,
+        peer=peers,
+        quit_at_eof=quit_at_eof,
+    )
     server: asyncio.AbstractServer | None = None
 
     if kind == "stdio":

@@ -8,7 +8,8 @@ on a thread, thousands of sessions on one asyncio loop):
 2. a line is answered after the timers due before it have fired;
 3. a signal is ``quit``; end of input is not: zread keeps running, its timers go on
    firing, and once it waits for an answer nobody can give, it says so in one line on
-   stderr and waits (a client that spawns it with a null stdin gets a whole run);
+   stderr and waits (a client that spawns it with a null stdin gets a whole run); with
+   ``quit_at_eof`` (``--eof quit``, for scripts) it quits at that moment instead;
 4. a reader that went away (stdout closed) ends the run quietly, code 0;
 5. once ``done:true`` is written (after whatever a split event still had to write)
    the run is over, code 0;
@@ -52,7 +53,10 @@ READ_SIZE = 1 << 16
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """The signals a loop answers with :meth:`LiveSession.quit` (rule 3)."""
 
-NOBODY_ANSWERS = "zread: stdin is closed: nothing can answer; waiting for {waiting} (SIGTERM quits)"
+NOBODY_ANSWERS = (
+    "zread: stdin is closed: nothing can answer; waiting for {waiting} "
+    "(SIGTERM quits; --eof quit makes the end of stdin a quit)"
+)
 """The stderr line of a session left waiting after the end of its input."""
 
 
@@ -78,6 +82,7 @@ class LiveSession:
         "origin",
         "owner",
         "peer",
+        "quit_at_eof",
         "reading",
         "session",
         "stage",
@@ -94,8 +99,11 @@ class LiveSession:
         owner: int = 0,
         observer: Observer | None = None,
         peer: Peer | None = None,
+        quit_at_eof: bool = False,
     ) -> None:
         self.session = session
+        self.quit_at_eof = quit_at_eof
+        """``--eof quit``: once the input has ended and an answer is awaited, quit (3)."""
         self.stage = stage
         self.endpoint = endpoint
         self.host = host or EffectHost()
@@ -379,6 +387,9 @@ class LiveSession:
                 self._finish(0)
             elif self.input_closed and not self._told and self.next_wakeup() is None:
                 self._told = True
+                if self.quit_at_eof:
+                    self.quit(how="eof-quit")
+                    return
                 waiting = ", ".join(self.session.waiting_for) or "nothing"
                 self.endpoint.stderr(NOBODY_ANSWERS.format(waiting=waiting))
         if self.observer is not None:

@@ -123,8 +123,11 @@ class ProcessRunner:
         journal: JournalWriter | None = None,
         lateness_file: str = "",
         secrets: Secrets | None = None,
+        quit_at_eof: bool = False,
     ) -> None:
         self.session = session
+        self._quit_at_eof = quit_at_eof
+        """``--eof quit``: the end of stdin is a quit once an answer is awaited."""
         self._journal = journal
         """``--journal``: what happens is appended there (a Journaling observer writes it)."""
         self._lateness_file = lateness_file
@@ -163,6 +166,7 @@ class ProcessRunner:
                     in_fd=self._in_fd,
                     journal=self._journal,
                     started=self._quits_with,
+                    quit_at_eof=self._quit_at_eof,
                 )
             )
         lateness = _Lateness(self._clock) if self._lateness_file else None
@@ -178,6 +182,7 @@ class ProcessRunner:
             clock=self._clock,
             host=self._host,
             observer=observers(journaling, lateness),
+            quit_at_eof=self._quit_at_eof,
         )
         try:
             with self._signals_as_quit() as wakeup:

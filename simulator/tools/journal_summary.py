@@ -39,7 +39,9 @@ from simulator.tools.journal import JournalReadError, Process, read, violations
 OUTCOMES: Final = ("done", "failed", "quit", "killed")
 """The outcomes of a session, in the order the summary shows them."""
 
-_QUIT: Final = frozenset({"quit", "control-quit", "signal", "stdin-closed-left-waiting"})
+_QUIT: Final = frozenset(
+    {"quit", "control-quit", "signal", "stdin-closed-left-waiting", "eof-quit"}
+)
 _QUIT_OR_GONE: Final = _QUIT | {"reader-gone"}
 
 PERCENTILES: Final = (50, 90, 99)

@@ -26,6 +26,7 @@ def arguments(command: str, **options: object) -> argparse.Namespace:
         control="",
         frame=False,
         journal="",
+        eof="wait",
         program="zread-sim",
         invocation=["zread-sim", command, "--stdio"],
     )

@@ -339,3 +339,39 @@ def test_a_script_that_waits_for_nothing_runs_whole_at_speed_0() -> None:
     done = shell("$PY generate -y --stdio --speed 0 --no-files < /dev/null")
     last = json.loads(done.stdout.splitlines()[-1])
     assert last["done"] is True and last["vm"]["state"] == "done"
+
+
+def test_eof_quit_ends_a_piped_run_with_its_whole_work_and_done(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    select = '{"type":"select_action","params":{"action":"generate"}}'
+    done = shell(
+        f"printf '{select}\\n' | $PY generate --stdio --eof quit --speed 0 --no-files "
+        f"--journal {journal}"
+    )
+    assert done.returncode == 0 and done.stderr == b""
+    last = json.loads(done.stdout.splitlines()[-1])
+    assert last["done"] is True and last["vm"]["state"] == "done"  # the whole run, not cut
+    left = shell(f"ZREAD_SIM_EOF=quit $PY config --stdio --no-files --journal {journal} </dev/null")
+    assert left.returncode == 0 and left.stderr == b""  # at its gate: quit, not a wait
+    assert json.loads(left.stdout.splitlines()[-1])["done"] is True
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [r["how"] for r in records if r["kind"] == "exit"] == ["done", "eof-quit"]
+
+
+def test_the_default_end_of_stdin_still_waits_and_names_the_option() -> None:
+    with Proc("config", scenario=None) as proc:
+        proc.read_event()
+        proc.close_stdin()
+        proc.wait_stderr("--eof quit makes the end of stdin a quit")
+        proc.assert_waiting(0.3)
+        proc.terminate()
+        proc.read_until_done()
+        proc.finish()
+
+
+def test_a_bad_eof_is_one_line_and_exit_2() -> None:
+    done = shell("ZREAD_SIM_EOF=never $PY version --stdio")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        "zread-sim: ZREAD_SIM_EOF: expected wait or quit, got 'never'"
+    ]

@@ -34,6 +34,27 @@ def test_the_first_event_comes_before_anything_is_read() -> None:
     assert runner.reading and not runner.finished
 
 
+def test_with_quit_at_eof_the_end_of_input_is_a_quit_once_an_answer_is_awaited() -> None:
+    told = Told()
+    runner, keeper, clock = live("generate", observer=told)
+    runner.quit_at_eof = True
+    runner.start()
+    runner.received(GENERATE + b"\n")
+    runner.received(b"")  # the answer came first: the run goes on, its timers fire
+    assert not runner.finished and keeper.stderr_lines == []
+    run_out(runner, clock)
+    assert keeper.events[-1]["done"] is True and keeper.events[-1]["vm"]["state"] == "done"
+    assert told.ends == [(0, "done")]
+
+    told = Told()
+    runner, keeper, _ = live("generate", observer=told)
+    runner.quit_at_eof = True
+    runner.start()
+    runner.received(b"")  # at a gate nobody can answer: quit, not a stderr line
+    assert runner.finished and keeper.events[-1]["done"] is True
+    assert keeper.stderr_lines == [] and told.ends == [(0, "eof-quit")]
+
+
 def test_done_ends_the_run_with_code_0_and_stops_reading() -> None:
     runner, keeper, clock = live("generate", "-y")
     runner.start()
