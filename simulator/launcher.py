@@ -115,6 +115,8 @@ def hand_over(path: str) -> int | None:
         return None
     import _socket  # here, not above: the journal asks this module for launched_pid
 
+    if not hasattr(_socket, "SO_PEERCRED"):  # not Linux: no server can be checked, none used
+        return None
     try:
         conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     except OSError:

@@ -48,6 +48,30 @@ def test_the_fixtures_need_no_conftest(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
 
 
+def test_a_failed_assert_not_violations_shows_each_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_careless(zread_sim):
+            session = zread_sim.start("generate", "-y", scenario="failing-pages")
+            session.send("retry", task_id=3)
+            session.send_line(b"not json")
+            assert not session.violations
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-vv")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            '*assert not [[]1. at t=0.000s in state running: sent {"type":"retry",*'
+            'expected quit, cancel: command "retry" not allowed in state running | '
+            "2. at t=0.000s in state running: sent not json; expected quit, cancel: "
+            "invalid JSON*"
+        ]
+    )
+
+
 def test_zread_bin_is_the_zread_found_first_on_path(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

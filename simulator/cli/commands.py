@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import io
 import os
+import sys
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -117,11 +118,15 @@ def _install(args: argparse.Namespace, out: BinaryIO) -> int:
     if os.environ.get(VARIABLE):  # a warm server runs: the script hands its runs to it
         variables.setdefault(VARIABLE, os.environ[VARIABLE])
     folder = Path(args.dir).absolute()
+    made = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         script = write_zread_executable(folder, variables)
     except OSError as error:
         raise UsageError(f"install: {folder}: {error.strerror or error}") from None
+    if made:  # said on stderr: stdout is the script's path alone, for a script to take
+        sys.stderr.write(f"zread-sim install: created the folder {folder}\n")
+        sys.stderr.flush()
     out.write(f"{script}\n".encode())
     out.flush()
     return 0

@@ -72,6 +72,17 @@ class _Window(Generic[E]):
             self.size -= len(entries.popleft().line)
 
 
+class Violations(list[E]):
+    """A list of violations that prints each as its one line of text (``str``),
+    numbered: what a failing ``assert not session.violations`` shows, rather than each
+    entry's fields (pytest shortens a long one in the middle; ``-vv`` shows it whole)."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "[]"
+        return "[" + " | ".join(f"{i}. {entry}" for i, entry in enumerate(self, 1)) + "]"
+
+
 class Transcript(Generic[E]):
     """A session's lines as it keeps them; see the module docstring."""
 
@@ -129,11 +140,13 @@ class Transcript(Generic[E]):
         return [] if self._recent is None else list(self._recent.entries)
 
     @property
-    def violations(self) -> list[E]:
+    def violations(self) -> Violations[E]:
         """The violations kept, oldest first: the first ones, then the most recent
         ones after them; :attr:`omitted_violations` says how many are left out between."""
-        first = self._first or []
-        return first + ([] if self._late is None else list(self._late.entries))
+        kept = Violations(self._first or [])
+        if self._late is not None:
+            kept.extend(self._late.entries)
+        return kept
 
     @property
     def omitted_violations(self) -> int:

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,26 @@ def test_scenarios_lists_and_shows() -> None:
     assert b"[world" in out.getvalue()
     with pytest.raises(UsageError, match="scenarios show: name a scenario"):
         spec.run(parser.parse_args(["show"]), io.BytesIO())
+
+
+def test_install_into_a_folder_that_does_not_exist_says_it_made_it(tmp_path: Path) -> None:
+    made = subprocess.run(
+        [sys.executable, "-m", "simulator", "install", str(tmp_path / "new" / "bin")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert made.stdout == f"{tmp_path / 'new' / 'bin' / 'zread'}\n"
+    assert made.stderr == f"zread-sim install: created the folder {tmp_path / 'new' / 'bin'}\n"
+    again = subprocess.run(
+        [sys.executable, "-m", "simulator", "install", str(tmp_path / "new" / "bin")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert again.stderr == ""  # it was there: nothing to say
 
 
 def test_install_writes_a_script_with_the_options_baked(tmp_path: Path) -> None:
