@@ -61,22 +61,12 @@ def test_scenarios_lists_and_shows() -> None:
 
 
 def test_install_into_a_folder_that_does_not_exist_says_it_made_it(tmp_path: Path) -> None:
-    made = subprocess.run(
-        [sys.executable, "-m", "simulator", "install", str(tmp_path / "new" / "bin")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    assert made.stdout == f"{tmp_path / 'new' / 'bin' / 'zread'}\n"
-    assert made.stderr == f"zread-sim install: created the folder {tmp_path / 'new' / 'bin'}\n"
-    again = subprocess.run(
-        [sys.executable, "-m", "simulator", "install", str(tmp_path / "new" / "bin")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+    folder = tmp_path / "new" / "bin"
+    argv = [sys.executable, "-m", "simulator", "install", str(folder)]
+    made = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    assert made.stdout == f"{folder / 'zread'}\n"
+    assert made.stderr == f"zread-sim install: created the folder {folder}\n"
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
     assert again.stderr == ""  # it was there: nothing to say
 
 
