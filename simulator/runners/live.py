@@ -25,6 +25,9 @@ to the session as a new input, and its events go through the
 sleeps: the rest of its actions wait in a backlog until :meth:`LiveSession.next_wakeup`.
 What happens is told to one observer given at construction (``--journal``'s, a hub's).
 
+Over 400 lines, for a reason: it is the one place the lifecycle above is written; split,
+one rule would have to be read in two modules.
+
 Must not: sleep, block or read anything. The loop around it reads input, waits until
 :meth:`LiveSession.next_wakeup`, and calls in; the clock it is given is its only
 sense of time.

@@ -25,6 +25,9 @@ re-seeded before every use so no draw depends on an earlier one. Everything else
 words (faker's sentences are English only). Catalogs and bodies are cached: thousands
 of sessions with one seed draw the wiki once.
 
+Over 400 lines, for a reason: the catalog, the markdown and the version draw share one
+seeded stream and one cache per wiki; apart, each would have to derive them again.
+
 Must not: do I/O or read the clock (dates are drawn, never "now").
 """
 

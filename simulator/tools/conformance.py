@@ -19,18 +19,15 @@ runners or hosts.
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
-
-import msgspec
 
 from simulator.core.envelope import Command, RejectedLine, decode_command, decode_params
 from simulator.core.secrets import Secrets
 from simulator.formats.bounds import in_words
 from simulator.tools.cassette import DIRECTIONS, RecordError, compact, decode_json, decode_line
+from simulator.tools.vmshape import VmShape, field_deviations, shape_of
 from statecharts import COMMANDS, load_chart
 
 ENVELOPE_KEYS: Final = ("vm", "waiting_for", "done", "error")
@@ -56,60 +53,6 @@ class Deviation:
         where = f"{DIRECTIONS[self.direction]} line {self.n}" if self.n else "at exit"
         shown = self.line if len(self.line) <= _SHOWN else self.line[:_SHOWN] + "..."
         return f"{where} (t={self.t:.3f}s): {self.message}" + (f": {shown}" if shown else "")
-
-
-# -- the vm's fields ----------------------------------------------------------------------
-
-
-def _unwrap(tp: Any) -> tuple[Any, bool]:
-    """``tp`` without ``| UnsetType``, and whether it had it (the field may be left out)."""
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        args = [a for a in typing.get_args(tp) if a is not msgspec.UnsetType]
-        optional = len(args) < len(typing.get_args(tp))
-        return (args[0] if len(args) == 1 else tp), optional
-    return tp, False
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """The fields of one vm Struct: name -> (nested shape or None, may be left out)."""
-
-    struct: str
-    fields: dict[str, tuple[_Shape | None, bool]]
-
-
-def _shape_of(struct: type[Any]) -> _Shape:
-    fields: dict[str, tuple[_Shape | None, bool]] = {}
-    for info in msgspec.structs.fields(struct):
-        tp, optional = _unwrap(info.type)
-        if typing.get_origin(tp) is list and typing.get_args(tp):
-            tp = typing.get_args(tp)[0]
-        nested = _shape_of(tp) if isinstance(tp, type) and issubclass(tp, msgspec.Struct) else None
-        fields[info.encode_name] = (nested, optional)
-    return _Shape(struct.__name__, fields)
-
-
-def _field_deviations(value: Any, shape: _Shape, path: str) -> Iterator[str]:
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        for key in item:
-            if key not in shape.fields:
-                known = ", ".join(shape.fields)
-                yield (
-                    f"zread did show the vm field {compact(path + key)} where the chart expects "
-                    f"only the fields of {shape.struct} ({known})"
-                )
-        for key, (nested, optional) in shape.fields.items():
-            if key not in item:
-                if not optional:
-                    yield (
-                        f"zread did leave out the vm field {compact(path + key)} where the chart "
-                        "expects it in every event"
-                    )
-            elif nested is not None:
-                yield from _field_deviations(item[key], nested, f"{path}{key}.")
 
 
 # -- the envelope -------------------------------------------------------------------------
@@ -153,7 +96,7 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-_Rules = tuple[dict[str, list[Gate]], "_Shape | None", bool, dict[str, "type[Any] | None"]]
+_Rules = tuple[dict[str, list[Gate]], "VmShape | None", bool, dict[str, "type[Any] | None"]]
 _RULES: dict[str | None, _Rules] = {}
 
 
@@ -165,7 +108,7 @@ def _rules_of(command: str | None) -> _Rules:
     if rules is not None:
         return rules
     states: dict[str, list[Gate]] = {}
-    shape: _Shape | None = None
+    shape: VmShape | None = None
     shows_state = False
     params: dict[str, type[Any] | None] = {}
     if command is not None:
@@ -175,7 +118,7 @@ def _rules_of(command: str | None) -> _Rules:
             if chart.has_start and spec.name == chart.initial:
                 continue  # left by _start before the first event
             states.setdefault(spec.vm_state, []).append((spec.waiting_for, spec.terminal))
-        shape = _shape_of(chart.model.vm_type)
+        shape = shape_of(chart.model.vm_type)
         params = {name: spec.params for name, spec in chart.commands.items()}
     rules = _RULES[command] = (states, shape, shows_state, params)
     return rules
@@ -288,7 +231,7 @@ class Checker:
         if self.command is None:
             return
         if self._shape is not None:
-            yield from _field_deviations(vm, self._shape, "")
+            yield from field_deviations(vm, self._shape, "")
         state, candidates = self._candidates(vm)
         if candidates is None:
             known = ", ".join(compact(s) for s in self._states)
