@@ -316,7 +316,8 @@ def zread_remote(zread_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[R
     """The admin API of the next ``zread`` this test starts (with ``zread_bin``).
 
     Sets ``ZREAD_SIM_CONTROL=unix:...`` for the test; ``zread_remote.snapshot()``,
-    ``.inject(failure={...})`` ... connect on first use, waiting for the process.
+    ``.inject(failure={...})``, ``.faults()``, ``.remove(id)``, ``.reset()``,
+    ``.set_timing(name, timing)`` ... connect on first use, waiting for the process.
     """
     from simulator.tools.remote import Remote
 

@@ -4,11 +4,12 @@ Owns: the services of :class:`simulator.core.driver.Runtime` for one session: th
 scenario and the flags, the random streams derived from the seed (timing, world data
 and failures each have their own, so a scenario that changes a delay does not change
 which page fails), timers armed on the session's :class:`~simulator.core.timers.Timers`,
-the failure points met, and the effects asked for until the session hands them to its
-runner. The session holds it and gives it to its driver; it holds nothing of the
-session, so a session and its driver make no reference cycle and a finished session is
-freed when its last reference goes (without the cyclic collector, whose pauses grow with
-thousands of live sessions).
+the failure points met, the effects asked for until the session hands them to its
+runner, and the delays a control peer replaced (:meth:`ChartRuntime.set_timing`). The
+session holds it and gives it to its driver; it holds nothing of the session, so a
+session and its driver make no reference cycle and a finished session is freed when its
+last reference goes (without the cyclic collector, whose pauses grow with thousands of
+live sessions).
 
 Must not: read, write, sleep or look at the wall clock.
 """
@@ -28,18 +29,20 @@ if TYPE_CHECKING:
     from simulator.core.timers import Timers
     from simulator.scenario import Scenario
     from simulator.scenario.failures import Failure
+    from simulator.scenario.timing import Delay
 
 
 class ChartRuntime:
     """The runtime one session gives its driver; see the module docstring."""
 
     __slots__ = (
-        "_failures",
+        "_replaced",
         "_rng",
         "_timers",
         "_timing_rng",
         "chart",
         "effects",
+        "failures",
         "flags",
         "met",
         "peer_attached",
@@ -57,7 +60,9 @@ class ChartRuntime:
         self._timers = timers
         self._timing_rng = random.Random(f"zread-sim:{seed}:timing")
         self._rng: random.Random | None = None  # drawn from rarely: made on first use
-        self._failures = FailurePlan(scenario.failures, f"zread-sim:{seed}:failures")
+        self.failures = FailurePlan(scenario.failures, f"zread-sim:{seed}:failures")
+        """The domain failures still to come: the scenario's, then the injected ones."""
+        self._replaced: dict[str, Delay] | None = None  # set_timing's, None until one
         self.met = 0
         """The failure points met so far, as a bit mask (``Chart.reached`` names them)."""
         self.effects: list[object] = []
@@ -86,14 +91,33 @@ class ChartRuntime:
         bit = self.chart.failure_bits.get(point)
         if bit is None:
             raise ChartError(f"chart {self.chart.name}: failure point {point!r} is not declared")
-        failure = self._failures.check(point, target=target, attempt=attempt)
+        failure = self.failures.check(point, target=target, attempt=attempt)
         if failure is not None:
             self.met |= bit
         return failure
 
-    def inject(self, failure: Failure) -> None:
-        """Add a domain failure ahead of the scenario's (the first match wins)."""
-        self._failures.add(failure)
+    def inject(self, failure: Failure) -> str:
+        """Add a domain failure ahead of the scenario's (the first match wins); its id."""
+        return self.failures.add(failure)
+
+    def set_timing(self, name: str, delay: Delay) -> None:
+        """Draw the delay ``name`` from ``delay`` from now on (timers already armed keep
+        their deadline); ValueError when the chart has no delay of that name."""
+        self.known_timing(name)
+        if self._replaced is None:
+            self._replaced = {}
+        self._replaced[name] = delay
+
+    def known_timing(self, name: str) -> None:
+        """ValueError naming ``name`` and the chart's delays when it is not one of them."""
+        if name not in self.chart.timing:
+            known = ", ".join(sorted(self.chart.timing)) or "none"
+            raise ValueError(f"{name!r} is not a timing of {self.chart.name} ({known})")
+
+    def timing(self, name: str) -> Delay:
+        """The delay ``name`` is drawn from now (KeyError when the chart has none)."""
+        replaced = self._replaced.get(name) if self._replaced is not None else None
+        return replaced or self.scenario.timing.get(name) or self.chart.timing[name]
 
     def effect(self, effect: object) -> None:
         """Ask the runner to do something outside the session (I/O)."""
@@ -109,12 +133,11 @@ class ChartRuntime:
 
     def draw(self, delay: str) -> float:
         """Seconds for the delay named ``delay``: a world value (``world.`` and its path)
-        or a draw from the scenario's timing (the chart's default when the scenario has
-        none for it), from the timing stream."""
+        or a draw from the timing stream: of the delay :meth:`set_timing` put in its place,
+        else the scenario's, else the chart's default."""
         if delay.startswith(WORLD_DELAY):
             value: Any = self.scenario.world
             for part in delay.removeprefix(WORLD_DELAY).split("."):
                 value = getattr(value, part)
             return float(value)
-        spec = self.scenario.timing.get(delay) or self.chart.timing[delay]
-        return spec.draw(self._timing_rng)
+        return self.timing(delay).draw(self._timing_rng)

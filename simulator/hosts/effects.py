@@ -1,8 +1,10 @@
 """Performing effects: what a runner does for a session's requests to the outside world.
 
-Owns: :class:`EffectHost`, which starts and stops the browse server and persists what
-a command saved in a :class:`Store` (with a home; without one, nothing is written
-anywhere), and :class:`Store`, the small interface a world kept across commands offers:
+Owns: :class:`EffectHost`, which starts and stops the browse server (with the HTTP
+faults its requests meet: :attr:`EffectHost.http_faults`, one plan for every server it
+starts, which a control peer adds to while it runs) and persists what a command saved
+in a :class:`Store` (with a home; without one, nothing is written anywhere), and
+:class:`Store`, the small interface a world kept across commands offers:
 the world a new session starts from, the effects that change it, and the wiki
 versions it keeps for browse to serve.
 :class:`~simulator.hosts.files.FileStore` (zread's files) is the store.
@@ -14,13 +16,19 @@ input.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from simulator.scenario.httpfaults import HttpFaultPlan
     from simulator.scenario.world import World
+
+HttpJournal = Callable[[dict[str, str]], None]
+"""Told of each request a server meets a fault with: ``method``, ``path``, ``fault``
+(its id), ``kind``."""
 
 
 class Store(Protocol):
@@ -56,11 +64,34 @@ class EffectHost:
     """Performs effects for the sessions of one runner; :meth:`close` releases all.
 
     With a ``home``, what a command saved persists there; without one it is dropped.
+    ``http_faults`` are the HTTP faults of the servers it starts (a scenario's, drawn
+    from the session's seed; none when not given); ``http_journal`` is told of each
+    request that meets one (it may be set later: it is looked up at each request).
     """
 
-    def __init__(self, servers: dict[int, Any] | None = None, home: Store | None = None) -> None:
+    def __init__(
+        self,
+        servers: dict[int, Any] | None = None,
+        home: Store | None = None,
+        *,
+        http_faults: HttpFaultPlan | None = None,
+        http_journal: HttpJournal | None = None,
+    ) -> None:
         self.servers: dict[int, Any] = {} if servers is None else servers
         self.home = home
+        self._http_faults = http_faults
+        self.http_journal = http_journal
+
+    @property
+    def http_faults(self) -> HttpFaultPlan:
+        """The HTTP faults of every server this host starts, running or to come: add to
+        it, and the next request meets what was added. Made empty (seed 0) when first
+        asked for, if none was given."""
+        if self._http_faults is None:
+            from simulator.scenario.httpfaults import HttpFaultPlan
+
+            self._http_faults = HttpFaultPlan()
+        return self._http_faults
 
     def __repr__(self) -> str:
         return f"EffectHost(servers={self.servers!r}, home={self.home!r})"
@@ -89,7 +120,13 @@ class EffectHost:
             if self.home is not None:  # the wiki the store keeps, when it has that version
                 site = self.home.site(site.version) or site
             try:
-                server = WikiServer(site, host=effect.host, port=effect.port)
+                server = WikiServer(
+                    site,
+                    host=effect.host,
+                    port=effect.port,
+                    faults=self.http_faults,
+                    journal=self._http_fault_seen,
+                )
             except ListenError as err:
                 failed: object = kinds.ServerStarted(error=str(err))
                 return failed
@@ -101,6 +138,14 @@ class EffectHost:
         elif self.home is not None and isinstance(effect, kinds.PERSISTED):
             self.home.apply(effect)
         return None
+
+    def _http_fault_seen(self, seen: dict[str, str]) -> None:
+        """A server's request met a fault: :attr:`http_journal` is told (on the
+        server's thread), if there is one; what it raises is dropped."""
+        journal = self.http_journal
+        if journal is not None:
+            with contextlib.suppress(Exception):
+                journal(seen)
 
     def _stop_server(self, owner: int) -> None:
         server = self.servers.pop(owner, None)

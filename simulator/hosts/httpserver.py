@@ -34,6 +34,12 @@ command that serves no wiki. The rules:
 - :meth:`HttpServer.close` stops accepting, releases the port and ends every open
   connection at once, whatever it is waiting for, and returns within
   :data:`STOP_WAIT` seconds.
+- Faults (:mod:`simulator.scenario.httpfaults`): with a plan, each GET or HEAD the
+  site answers is matched against it (its method and path) once its answer is
+  decided, and a fault it meets changes how the answer goes out: another status and
+  body, the answer held, its body dribbled, the connection reset (SO_LINGER 0) or
+  closed after the headers. ``on_fault`` is told of each (``method``, ``path``,
+  ``fault``, ``kind``); what it raises is dropped.
 
 Must not: write to stdout (the protocol's), log requests, let a traceback reach stderr
 (a connection that fails is closed, quietly), hold a connection, a descriptor or
@@ -45,16 +51,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import errno
 import functools
+import itertools
 import socket
+import struct
 import threading
+from collections.abc import Callable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Final
 
-from simulator.hosts.httprequest import Exchange, Hosts, Outcome
+from simulator.hosts.httprequest import Exchange, Hosts, Outcome, Reply, response
+from simulator.scenario.httpfaults import Firing, HttpFaultPlan, has_body
 
 if TYPE_CHECKING:
     from simulator.hosts.httprequest import Answer
+
+FaultSeen = Callable[[dict[str, str]], None]
+"""Told of each request that meets a fault: ``method``, ``path``, ``fault`` (its id),
+``kind``."""
 
 
 MAX_CONNECTIONS: Final = 1024
@@ -98,9 +114,14 @@ class HttpServer:
         *,
         request_timeout: float,
         name: str = "httpserver",
+        faults: HttpFaultPlan | None = None,
+        on_fault: FaultSeen | None = None,
     ) -> None:
         self._listener = listener
         self._answer = answer
+        self.faults = faults
+        """The faults requests meet (None: none); read at each request."""
+        self._on_fault = on_fault
         self.request_timeout = request_timeout
         host, port = listener.getsockname()[:2]
         self._hosts = Hosts(str(host), int(port))
@@ -196,18 +217,20 @@ class HttpServer:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await asyncio.open_connection(sock=conn, limit=_READ)
+            paths: list[str] = []  # the path the site was asked for, if it was
             try:
                 async with asyncio.timeout(self.request_timeout):
-                    outcome = await self._read(reader)
+                    outcome = await self._read(reader, paths)
             except TimeoutError:
                 return  # the deadline: closed unanswered
             if outcome is None:
                 return  # the peer ended its side before its request
-            data = outcome.data()
-            async with asyncio.timeout(self.request_timeout):
-                writer.transport.set_write_buffer_limits(high=0)  # drain: all handed over
-                writer.write(data)
-                await writer.drain()
+            writer.transport.set_write_buffer_limits(high=0)  # drain: all handed over
+            firing = self._fault(outcome, paths)
+            if firing is None:
+                await self._send(writer, outcome.data())
+            elif not await self._faulted(firing, outcome, writer):
+                return  # reset: the connection ends unanswered
             await self._linger(reader, writer)
         except Exception:  # the peer went away or never read its answer, or a fault
             pass  # of this layer: either way the connection ends, quietly
@@ -216,6 +239,55 @@ class HttpServer:
                 conn.close()
             else:
                 writer.transport.abort()
+
+    async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        """Hand ``data`` to the kernel within the deadline."""
+        async with asyncio.timeout(self.request_timeout):
+            writer.write(data)
+            await writer.drain()
+
+    def _fault(self, outcome: Outcome, paths: list[str]) -> Firing | None:
+        """The fault this request meets, if the site answered it and the plan says so;
+        ``on_fault`` is told."""
+        plan = self.faults
+        if plan is None or not paths:
+            return None
+        method = "HEAD" if outcome.head else "GET"
+        firing = plan.match(method, paths[0])
+        if firing is not None and self._on_fault is not None:
+            seen = {"method": method, "path": paths[0], "fault": firing.id, "kind": firing.kind}
+            with contextlib.suppress(Exception):  # a journal's failure is not the peer's
+                self._on_fault(seen)
+        return firing
+
+    async def _faulted(
+        self, firing: Firing, outcome: Outcome, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer as ``firing`` says; False when the connection is to end at once
+        (reset), True when it ends as an answered one does."""
+        fault = firing.fault
+        if fault.reset:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:  # closed with SO_LINGER 0: an RST, not a FIN
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        head = response(outcome.version, outcome.reply, head=True)
+        if fault.status is not None:
+            body = (fault.body or "").encode()
+            await self._send(writer, status_answer(outcome, fault.status, body))
+        elif fault.close_after_headers:
+            await self._send(writer, head)
+        elif fault.dribble is not None:
+            body = b"" if outcome.head else outcome.reply.body
+            await self._send(writer, head)
+            pause = fault.dribble.over / fault.dribble.chunks
+            for piece in pieces(body, fault.dribble.chunks):
+                await asyncio.sleep(pause)
+                await self._send(writer, piece)
+        else:  # delay
+            await asyncio.sleep(firing.seconds)
+            await self._send(writer, outcome.data())
+        return True
 
     async def _linger(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """End this side, then drop what the peer still sends for a while, so that a
@@ -228,14 +300,49 @@ class HttpServer:
                 while left > 0 and (chunk := await reader.read(_READ)):
                     left -= len(chunk)
 
-    async def _read(self, reader: asyncio.StreamReader) -> Outcome | None:
-        """Read one request and decide its answer; None when the peer hung up first."""
-        exchange = Exchange(self._hosts, self._answer)
+    async def _read(self, reader: asyncio.StreamReader, paths: list[str]) -> Outcome | None:
+        """Read one request and decide its answer; None when the peer hung up first.
+        ``paths`` gets the path the site is asked for, if it is."""
+        site = self._answer
+
+        def answer(path: str) -> Reply:
+            paths.append(path)
+            return site(path)
+
+        exchange = Exchange(self._hosts, answer)
         while not exchange.abandoned:
             outcome = exchange.receive(await reader.read(_READ))
             if outcome is not None:
                 return outcome
         return None
+
+
+def pieces(body: bytes, count: int) -> list[bytes]:
+    """``body`` cut into ``count`` pieces as even as can be (fewer when it has fewer
+    bytes; none when it is empty)."""
+    count = min(count, len(body))
+    bounds = [len(body) * i // count for i in range(count + 1)] if count else [0]
+    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+def status_answer(outcome: Outcome, status: int, body: bytes) -> bytes:
+    """A fault's answer: ``status`` (any 100-599, its reason phrase when it has a known
+    one) with ``body`` as plain text, in the request's version (no body for HEAD or a
+    status that has none)."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""  # the reason phrase may be empty; the space before it stays
+    lines = [
+        f"HTTP/{outcome.version} {status} {phrase}",
+        "Server: zread-sim",
+        f"Date: {email.utils.formatdate(usegmt=True)}",
+    ]
+    if has_body(status):
+        lines += ["Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}"]
+    lines.append("Connection: close")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return data if outcome.head or not has_body(status) else data + body
 
 
 def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:

@@ -19,7 +19,12 @@ process that wrote it, so several processes can share one file:
   before the events that show it are written out, so a process killed later keeps it;
 - ``timer``: ``t``, and ``late``: how many seconds after it was due, on the runner's
   clock, one timer of the session fired (the lateness a loaded machine adds);
-- ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`).
+- ``exit``: ``t``, ``code`` (null for a hang), ``how`` (:data:`HOWS`);
+- ``http_fault``: ``t``, ``method``, ``path``, ``fault`` (its id, ``http-1``...) and
+  ``fault_kind`` (``status``, ``delay``, ``dribble``, ``reset``,
+  ``close_after_headers``): one request to browse's wiki server met an HTTP fault
+  (written from the server's thread, when the fault is applied; it may come after
+  the ``exit`` record of a run that ended while a request was under way).
 
 ``t`` is session seconds (since the first event, less the time spent paused). Lines
 are text, bytes that are not UTF-8 as ``\\xNN`` escapes (``backslashreplace``). No API
@@ -43,7 +48,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -118,7 +124,16 @@ class Exit(msgspec.Struct, tag_field="kind", tag="exit", frozen=True):
     how: str
 
 
-Record = Start | Line | Event | Cover | Timer | Exit
+class HttpFaultMet(msgspec.Struct, tag_field="kind", tag="http_fault", frozen=True):
+    pid: int
+    t: float
+    method: str
+    path: str
+    fault: str
+    fault_kind: str
+
+
+Record = Start | Line | Event | Cover | Timer | Exit | HttpFaultMet
 """One line of a journal file."""
 
 HOWS: Final = {
@@ -143,7 +158,7 @@ _ENCODER: Final = msgspec.json.Encoder()
 class JournalWriter:
     """Appends one process's records to a journal file; see the module docstring."""
 
-    __slots__ = ("_fd", "_warn", "exited", "path", "pid", "secrets")
+    __slots__ = ("_fd", "_lock", "_warn", "exited", "path", "pid", "secrets")
 
     def __init__(
         self,
@@ -155,6 +170,8 @@ class JournalWriter:
         secrets: Secrets | None = None,
     ) -> None:
         self._fd: int | None = fd
+        self._lock = threading.Lock()
+        """Held to write or close: ``http_fault`` records come from the server's thread."""
         self.path = path
         self.pid = pid
         self._warn = warn
@@ -241,7 +258,36 @@ class JournalWriter:
             self.exited = True
             self._write(Exit(self.pid, t, code, how))
 
+    def http_fault(self, t: float, seen: Mapping[str, str]) -> None:
+        """A request to the wiki server met an HTTP fault at session time ``t``:
+        ``seen`` has its ``method``, ``path``, ``fault`` (the id) and ``kind``."""
+        path = self._text(seen.get("path", "").encode("utf-8", "surrogateescape"))
+        self._write(
+            HttpFaultMet(
+                self.pid,
+                t,
+                seen.get("method", ""),
+                path,
+                seen.get("fault", ""),
+                seen.get("kind", ""),
+            )
+        )
+
+    def http_faults_at(self, now: Callable[[], float]) -> Callable[[Mapping[str, str]], None]:
+        """What writes an ``http_fault`` record for each request that meets a fault,
+        at session time ``now()`` (a live session's ``now``): an
+        :attr:`~simulator.hosts.effects.EffectHost.http_journal`."""
+
+        def seen(met: Mapping[str, str]) -> None:
+            self.http_fault(now(), met)
+
+        return seen
+
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -251,12 +297,18 @@ class JournalWriter:
         if self._fd is None:
             return
         data = _ENCODER.encode(record) + b"\n"
+        with self._lock:
+            self._append(data)
+
+    def _append(self, data: bytes) -> None:
+        if self._fd is None:
+            return
         try:
             view = memoryview(data)
             while view:  # one write for a whole line; the loop only on a short one
                 view = view[os.write(self._fd, view) :]
         except OSError as err:
-            self.close()
+            self._close()
             what = f"journal {self.path}: {err.strerror or err}; journaling stops"
             self._warn(self.secrets.redact_text(what))
 

@@ -12,6 +12,11 @@ port search) and its routes (the HTML they answer is :mod:`~simulator.hosts.wiki
     GET /api/pages/<slug>     the page's raw markdown (text/markdown; charset=utf-8)
 
 Everything else is ``404``. HEAD sends the headers GET would send, without the body.
+With ``faults`` (an :class:`~simulator.scenario.httpfaults.HttpFaultPlan`: a scenario's
+``[[faults.http]]``, and what a control peer adds while it runs), a GET or HEAD of any
+of these may meet a fault instead (another status, a delay, a dribbled body, a reset,
+a close after the headers); ``journal`` is called once for each request that does,
+with its ``method``, ``path``, ``fault`` (the id) and ``kind``.
 The rest is imported when a server starts (with asyncio and h11): the connections are
 :mod:`simulator.hosts.httpserver`'s (how many are open at once, each one's deadline,
 :data:`REQUEST_TIMEOUT` unless ``request_timeout=`` says otherwise, and
@@ -50,9 +55,10 @@ from simulator.formats.wiki import WikiPage
 from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, render_markdown
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from simulator.hosts.httpserver import HttpServer
+    from simulator.scenario.httpfaults import HttpFaultPlan
 
 
 PORT_TRIES: Final = 100
@@ -240,7 +246,10 @@ class WikiServer:
     """A running wiki server; :meth:`close` stops it (safe to call more than once).
 
     ``request_timeout`` is the seconds a connection has to send its whole request
-    (:data:`REQUEST_TIMEOUT` unless a test wants a short one). Raises
+    (:data:`REQUEST_TIMEOUT` unless a test wants a short one). ``faults`` are the HTTP
+    faults its requests meet (the plan is read at each request: one added to it later
+    applies from the next), and ``journal`` is told of each request that meets one
+    (see the module docstring). Raises
     :class:`ListenError` when it cannot listen: a host that is not loopback, no free
     port among those tried, or any other bind failure; :class:`ValueError` for a
     ``request_timeout`` that is not positive.
@@ -253,11 +262,14 @@ class WikiServer:
         port: int = DEFAULT_PORT,
         *,
         request_timeout: float = REQUEST_TIMEOUT,
+        faults: HttpFaultPlan | None = None,
+        journal: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         if not request_timeout > 0:
             raise ValueError(f"request_timeout must be positive, not {request_timeout!r}")
         self.site = site
         self.host = host
+        self.faults = faults
         routes = _Routes(site)
         listener = _listen(host, port)
         bound, self.port = listener.getsockname()[:2]
@@ -271,6 +283,8 @@ class WikiServer:
                 routes.get,
                 request_timeout=request_timeout,
                 name=f"wikiserver:{self.port}",
+                faults=faults,
+                on_fault=journal,
             )
         except BaseException:
             listener.close()

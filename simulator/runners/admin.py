@@ -11,8 +11,17 @@ Subtypes (``{"type":"control_request","request_id":ID,"request":{"subtype":S,...
 - ``violations``: the client's mistakes so far as ``Session.violations`` keeps them
   (the first 10, the most recent 100), each as plain JSON with its line redacted
   (``JournalEntry.as_json``), and ``total``, how many there were.
-- ``inject``: ``{"failure": {...}}`` (a ``[[failures]]`` entry) or ``{"fault": {...}}``
-  (a ``[[faults]]`` entry). A fault with no point of its own fires at the next event.
+- ``inject``: ``{"failure": {...}}`` (a ``[[failures]]`` entry), ``{"fault": {...}}``
+  (a ``[[faults]]`` entry) or ``{"http": {...}}`` (a ``[[faults.http]]`` entry, for the
+  wiki server), answered with its id. A fault with no point of its own fires at the
+  next event.
+- ``faults``: every failure and fault still to come (domain, transport, HTTP), the
+  scenario's and the injected ones, as their plans list them (id, kind, source,
+  where, left, fired).
+- ``remove``: ``{"id": ID}`` removes one; ``reset`` removes them all, the scenario's
+  included. Both walk the same list of fault sources (:func:`sources`).
+- ``set_timing``: ``{"name": N, "timing": {...}}`` (as in a scenario's ``[timing]``)
+  replaces one delay of the chart from now on; armed timers keep their deadline.
 - ``set_speed``: ``{"speed": X}``; pending timers keep the share of their wait done.
 - ``pause`` / ``resume``: freeze and release the timers.
 - ``quit``: as the client's ``quit``.
@@ -40,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -48,10 +57,12 @@ from simulator.control import Conn, ControlError, Handler
 from simulator.core.effects import AskApproval, CancelApproval
 from simulator.core.keynames import UNDERSCORE_K
 from simulator.core.secrets import Secrets
+from simulator.core.session import Session
 from simulator.runners.aio import Channel
 from simulator.runners.hooks import Live
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
+from simulator.scenario.timing import Delay
 
 
 def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
@@ -75,6 +86,88 @@ def _declared(failure: Failure) -> Failure:
     if failure.point not in failure_points():
         raise ValueError(f"inject: point: {failure.point!r} is not one of the allowed values")
     return failure
+
+
+class FaultSource(Protocol):
+    """A plan of things that go wrong, as the admin API lists, removes and clears them:
+    each entry plain data with a unique ``id``."""
+
+    def entries(self) -> list[dict[str, Any]]: ...
+
+    def remove(self, entry_id: str) -> bool: ...
+
+    def clear(self) -> None: ...
+
+
+def sources(channel: Channel) -> list[FaultSource]:
+    """The fault sources of ``channel``, in the order ``faults`` lists them: the
+    session's domain failures (a replay has none), the transport faults, then the HTTP
+    faults of the wiki server its host starts. A new kind of fault joins here."""
+    found: list[FaultSource] = []
+    if isinstance(channel.session, Session):
+        found.append(channel.session.runtime.failures)
+    found.append(channel.stage.faults)
+    found.append(channel.host.http_faults)
+    return found
+
+
+def _inject(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
+    """``inject``'s answer: the entry's kind and id; ValueError when it is no entry."""
+    try:
+        if "failure" in request:
+            failure = _declared(msgspec.convert(request["failure"], Failure))
+            session = channel.session
+            if not isinstance(session, Session):
+                session.inject(failure)  # a replay's refusal, in its words
+                raise ValueError("inject: this session takes no failure")
+            return {"injected": "failure", "id": session.runtime.inject(failure)}
+        if "fault" in request:
+            fault = msgspec.convert(request["fault"], Fault)
+            now = not (fault.after_event or fault.on_state or fault.probability < 1.0)
+            return {"injected": "fault", "id": channel.stage.faults.add(fault, now=now)}
+        if "http" in request:
+            from simulator.scenario.httpfaults import HttpFault
+
+            http = msgspec.convert(request["http"], HttpFault)
+            return {"injected": "http", "id": channel.host.http_faults.add(http)}
+    except msgspec.ValidationError as err:
+        from simulator.formats.bounds import in_words
+
+        raise ValueError(f"inject: {in_words(err)}") from None
+    raise ValueError('inject takes {"failure": {...}}, {"fault": {...}} or {"http": {...}}')
+
+
+def _set_timing(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
+    """``set_timing``'s answer: the delay now in place; ValueError naming what is wrong."""
+    name, timing = request.get("name"), request.get("timing")
+    if not isinstance(name, str) or not isinstance(timing, dict):
+        raise ValueError('set_timing takes {"name": "...", "timing": {...}}')
+    session = channel.session
+    if not isinstance(session, Session):
+        raise ValueError("set_timing: a replay plays its recording at its recorded times")
+    try:
+        session.runtime.known_timing(name)
+        delay = msgspec.convert(timing, Delay)
+    except msgspec.ValidationError as err:
+        from simulator.formats.bounds import in_words
+
+        raise ValueError(f"set_timing: timing of {name!r}: {in_words(err)}") from None
+    except ValueError as err:  # the name
+        raise ValueError(f"set_timing: {err}") from None
+    session.runtime.set_timing(name, delay)
+    return {"name": name, "timing": _plain(msgspec.to_builtins(delay))}
+
+
+def _plain(value: Any) -> Any:
+    """A delay as plain JSON: the keys given (no null), a lognormal's max only when
+    it has one (JSON has no infinity)."""
+    if isinstance(value, dict):
+        return {
+            key: _plain(item)
+            for key, item in value.items()
+            if item is not None and item != float("inf")
+        }
+    return value
 
 
 class _Refused(Exception):
@@ -122,20 +215,29 @@ def install(conn: Conn, channel: Channel) -> None:
         return {"violations": kept, "total": channel.session.transcript.total_violations}
 
     async def inject(request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            if "failure" in request:
-                channel.session.inject(_declared(msgspec.convert(request["failure"], Failure)))
-                return {"injected": "failure"}
-            if "fault" in request:
-                fault = msgspec.convert(request["fault"], Fault)
-                now = not (fault.after_event or fault.on_state or fault.probability < 1.0)
-                channel.stage.faults.add(fault, now=now)
-                return {"injected": "fault"}
-        except msgspec.ValidationError as err:
-            from simulator.formats.bounds import in_words
+        return _inject(channel, request)
 
-            raise ValueError(f"inject: {in_words(err)}") from None
-        raise ValueError('inject takes {"failure": {...}} or {"fault": {...}}')
+    async def faults(_: dict[str, Any]) -> dict[str, Any]:
+        return {"faults": [entry for source in sources(channel) for entry in source.entries()]}
+
+    async def remove(request: dict[str, Any]) -> dict[str, Any]:
+        entry_id = request.get("id")
+        if not isinstance(entry_id, str):
+            raise ValueError('remove takes {"id": "..."}, an id the faults request lists')
+        if not any(source.remove(entry_id) for source in sources(channel)):
+            shown = entry_id if len(entry_id) <= 40 else entry_id[:39] + "…"
+            raise ValueError(f"remove: no failure or fault has the id {shown!r}")
+        return {"removed": entry_id}
+
+    async def reset(_: dict[str, Any]) -> dict[str, Any]:
+        removed: list[str] = []
+        for source in sources(channel):
+            removed += [entry["id"] for entry in source.entries()]
+            source.clear()
+        return {"removed": removed}
+
+    async def set_timing(request: dict[str, Any]) -> dict[str, Any]:
+        return _set_timing(channel, request)
 
     async def set_speed(request: dict[str, Any]) -> dict[str, Any]:
         speed = request.get("speed")
@@ -162,6 +264,10 @@ def install(conn: Conn, channel: Channel) -> None:
         ("snapshot", snapshot),
         ("violations", violations),
         ("inject", inject),
+        ("faults", faults),
+        ("remove", remove),
+        ("reset", reset),
+        ("set_timing", set_timing),
         ("set_speed", set_speed),
         ("pause", pause),
         ("resume", resume),

@@ -230,6 +230,8 @@ async def serve(
         peer=peers,
         quit_at_eof=quit_at_eof,
     )
+    if journal is not None:  # the wiki server's faults, at session time
+        channel.host.http_journal = journal.http_faults_at(channel.now)
     server: asyncio.AbstractServer | None = None
 
     if kind == "stdio":

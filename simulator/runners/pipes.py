@@ -49,8 +49,16 @@ class PipeProcess:
         # Closed by _serve when the run ends.
         stdin = open(in_r, "rb", buffering=0)  # noqa: SIM115
         stdout = open(out_w, "wb", buffering=0)  # noqa: SIM115
+        from simulator.scenario.httpfaults import HttpFaultPlan
+
+        faults = HttpFaultPlan(scenario.http_faults if scenario else (), seed=seed)
         self._runner = ProcessRunner(
-            session, stdin, stdout, scenario=scenario, seed=seed, effects=EffectHost()
+            session,
+            stdin,
+            stdout,
+            scenario=scenario,
+            seed=seed,
+            effects=EffectHost(http_faults=faults),
         )
         self._thread = threading.Thread(
             target=self._serve, args=(stdin, stdout), name=f"zread-sim {session.command}"

@@ -184,6 +184,8 @@ class ProcessRunner:
             observer=observers(journaling, lateness),
             quit_at_eof=self._quit_at_eof,
         )
+        if self._journal is not None:  # the wiki server's faults, at session time
+            self._host.http_journal = self._journal.http_faults_at(live.now)
         try:
             with self._signals_as_quit() as wakeup:
                 self._loop(live, wakeup)

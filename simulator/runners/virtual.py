@@ -295,8 +295,11 @@ def start(
         from statecharts import load_chart
 
         store = FileStore(home, where if load_chart(command).uses_project else None)
+    from simulator.scenario.httpfaults import HttpFaultPlan
+
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
-    return SimSession(session, effects=EffectHost(home=store), peer=peer)
+    faults = HttpFaultPlan(scenario.http_faults, seed=seed)  # the wiki server's, if it serves
+    return SimSession(session, effects=EffectHost(home=store, http_faults=faults), peer=peer)
 
 
 class ZreadSim:

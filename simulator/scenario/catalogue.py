@@ -23,6 +23,7 @@ import msgspec
 from simulator.errors import ConfigurationError
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
+from simulator.scenario.httpfaults import HttpFault
 from simulator.scenario.timing import Delay
 from simulator.scenario.world import World
 
@@ -38,7 +39,8 @@ class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     ``speed`` multiplies every delay, on top of ``--speed``; ``failures`` are domain
     failures (a page, the catalog, the download...); ``faults`` are transport faults
-    (what happens to the bytes on the way to the client).
+    (what happens to the bytes on the way to the client); ``http_faults`` are what the
+    wiki server's requests meet (a file's ``[[faults.http]]`` entries).
     """
 
     name: str = ""
@@ -49,6 +51,7 @@ class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     timing: dict[str, Delay] = msgspec.field(default_factory=dict)
     failures: list[Failure] = msgspec.field(default_factory=list)
     faults: list[Fault] = msgspec.field(default_factory=list)
+    http_faults: list[HttpFault] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.speed < float("inf"):
@@ -127,6 +130,53 @@ def _merge(
     return merged
 
 
+_FAULT_TABLES = ("stdio", "http")
+"""The arrays of a ``[faults]`` table: transport faults, and the wiki server's."""
+
+
+def _fault_tables(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+    """One file's tables with its faults as a table of arrays (``stdio``, ``http``),
+    so a file that states one kind keeps the other its parent states.
+
+    TOML makes ``faults`` an array when a file writes ``[[faults]]`` (an ``http`` array
+    written after them lands inside the last entry: lifted out here), and a table
+    when it writes only ``[[faults.http]]``. :class:`ScenarioError` naming ``origin``
+    (the file the user passed) for a ``faults`` table with another key."""
+    if "http_faults" in data:
+        raise ScenarioError(
+            f"scenario {origin}: http_faults: unknown key (HTTP faults are [[faults.http]])"
+        )
+    faults = data.get("faults")
+    if isinstance(faults, Mapping):
+        unknown = sorted(set(faults) - set(_FAULT_TABLES))
+        if unknown:
+            raise ScenarioError(
+                f"scenario {origin}: faults.{unknown[0]}: unknown key "
+                "(faults holds [[faults]] entries, or the arrays stdio and http)"
+            )
+        return data
+    if not isinstance(faults, list):
+        return data  # none, or not an array: the struct says what is wrong
+    stdio: list[Any] = []
+    http: list[Any] = []
+    for entry in faults:
+        if isinstance(entry, Mapping) and "http" in entry:
+            lifted = entry["http"]
+            if not isinstance(lifted, list):
+                raise ScenarioError(
+                    f"scenario {origin}: faults.http: expected an array of tables ([[faults.http]])"
+                )
+            http.extend(lifted)
+            entry = {key: value for key, value in entry.items() if key != "http"}
+            if not entry:
+                continue  # a [[faults]] written only to hold [[faults.http]]
+        stdio.append(entry)
+    tables: dict[str, Any] = {"stdio": stdio}
+    if http:
+        tables["http"] = http
+    return {**data, "faults": tables}
+
+
 def _explain(err: msgspec.ValidationError) -> tuple[str, str]:
     from simulator.formats.bounds import explain  # only a scenario that fails needs it
 
@@ -154,11 +204,11 @@ def load_scenario(
     it; what it extends is). A relative path is read from ``base`` (None: where the
     process runs)."""
     chain = _chain(ref, text, base)
+    origin = chain[0][0]
     merged: dict[str, Any] = {}
     for _, data in reversed(chain):
-        merged = _merge(merged, data)
+        merged = _merge(merged, _fault_tables(data, origin))
     merged.pop("extends", None)
-    origin = chain[0][0]
     scenario = _validated(merged, origin)
     scenario.name = scenario.name or _name(ref, origin, text)
     scenario.extends = chain[1][0] if len(chain) > 1 else ""
@@ -208,12 +258,33 @@ def _validated(merged: Mapping[str, Any], origin: str) -> Scenario:
                 key, reason = _explain(err)
                 where = f"timing.{delay_name}" + (f".{key}" if key else "")
                 raise ScenarioError(f"scenario {origin}: {where}: {reason}") from None
+    http: list[HttpFault] = []
+    faults = merged.get("faults")
+    if isinstance(faults, Mapping):  # the tables of _fault_tables
+        http = _http_faults(faults.get("http", []), origin)
+        merged = {**merged, "faults": faults.get("stdio", [])}
     try:
-        return msgspec.convert(merged, Scenario)
+        scenario = msgspec.convert(merged, Scenario)
     except msgspec.ValidationError as err:
         key, reason = _explain(err)
         where = f"{key}: " if key else ""
         raise ScenarioError(f"scenario {origin}: {where}{reason}") from None
+    scenario.http_faults = http
+    return scenario
+
+
+class _HttpTables(msgspec.Struct, forbid_unknown_fields=True):
+    http: list[HttpFault]
+
+
+def _http_faults(entries: Any, origin: str) -> list[HttpFault]:
+    """``[[faults.http]]`` entries as :class:`HttpFault`; :class:`ScenarioError` naming
+    ``origin``, the key (``faults.http[0].status``) and the reason."""
+    try:
+        return msgspec.convert({"http": entries}, _HttpTables).http
+    except msgspec.ValidationError as err:
+        key, reason = _explain(err)
+        raise ScenarioError(f"scenario {origin}: faults.{key or 'http'}: {reason}") from None
 
 
 def _name(ref: str, origin: str, text: str | None) -> str:

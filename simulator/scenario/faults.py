@@ -13,6 +13,10 @@ often it fires (0: no cap). A fault that changes an event (``split``, ``truncate
 something (``diagnostic``, ``stderr``, ``invalid_utf8``, ``exit``, ``hang``,
 ``close_stdout``, ``stop_reading``) acts right after that event is written.
 
+Each fault of a plan has an id (``fault-1``, ``fault-2``, ... in the order they were
+added, the scenario's first); the admin API lists them with how often each fired, and
+removes one or all of them.
+
 Must not: do I/O, sleep or read the clock; the runner does what the actions say.
 """
 
@@ -21,7 +25,7 @@ Must not: do I/O, sleep or read the clock; the runner does what the actions say.
 # compile and an eval at start-up.
 import itertools
 import random
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -115,8 +119,11 @@ class FaultPlan:
     ) -> None:
         """``rng`` is a Random, or the seed of one made when a fault first draws (most
         sessions have no faults: no Mersenne Twister state, 2.5 KB, for them)."""
-        self._faults = faults
+        self._faults = faults  # never changed in place: it may be the scenario's list
         self._fired = [0] * len(faults)
+        self._ids = list(range(1, len(faults) + 1))
+        self._scenario = self._added = len(faults)
+        self._gone: frozenset[str] = frozenset()  # kinds of removed faults that fired
         self._random = rng
         self._speed = speed
         self._events = 0
@@ -127,8 +134,9 @@ class FaultPlan:
 
     @property
     def fired(self) -> frozenset[str]:
-        """The kinds of the faults that fired so far."""
-        return frozenset(f.kind for f, n in zip(self._faults, self._fired, strict=True) if n)
+        """The kinds of the faults that fired so far (removed ones included)."""
+        fired = frozenset(f.kind for f, n in zip(self._faults, self._fired, strict=True) if n)
+        return fired | self._gone
 
     def set_speed(self, speed: float) -> None:
         """The factor ``split`` pauses are multiplied by from now on."""
@@ -140,12 +148,63 @@ class FaultPlan:
             self._random = random.Random(self._random)
         return self._random
 
-    def add(self, fault: Fault, *, now: bool = False) -> None:
-        """Add a fault; with ``now``, its point is the next event."""
+    def add(self, fault: Fault, *, now: bool = False) -> str:
+        """Add a fault; with ``now``, its point is the next event. Its id."""
         if now:
             fault = msgspec.structs.replace(fault, after_event=self._events + 1, on_state="")
         self._faults = [*self._faults, fault]
         self._fired.append(0)
+        self._added += 1
+        self._ids.append(self._added)
+        return f"fault-{self._added}"
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every fault still in the plan, in the order of their ids, as plain data: ``id``,
+        ``kind``, ``source``, ``where`` (what it matches: ``after_event``, ``on_state``,
+        ``probability``; nothing: every event), ``left`` (events until its
+        ``after_event``, fires left under ``times``) and ``fired``."""
+        return [
+            self._entry(number, fault, fired)
+            for number, fault, fired in zip(self._ids, self._faults, self._fired, strict=True)
+        ]
+
+    def remove(self, entry_id: str) -> bool:
+        """Remove the fault whose id is ``entry_id``; whether there was one."""
+        ids = [f"fault-{number}" for number in self._ids]
+        if entry_id not in ids:
+            return False
+        index = ids.index(entry_id)
+        if self._fired[index]:
+            self._gone |= {self._faults[index].kind}
+        self._faults = self._faults[:index] + self._faults[index + 1 :]
+        del self._fired[index], self._ids[index]
+        return True
+
+    def clear(self) -> None:
+        """Remove every fault, the scenario's included: from now on no event has one."""
+        self._gone = self.fired
+        self._faults, self._fired, self._ids = [], [], []
+
+    def _entry(self, number: int, fault: Fault, fired: int) -> dict[str, Any]:
+        where: dict[str, Any] = {}
+        left: dict[str, int] = {}
+        if fault.after_event:
+            where["after_event"] = fault.after_event
+            left["after_event"] = max(0, fault.after_event - self._events)
+        if fault.on_state:
+            where["on_state"] = fault.on_state
+        if fault.probability < 1.0:
+            where["probability"] = fault.probability
+        if fault.times:
+            left["times"] = max(0, fault.times - fired)
+        return {
+            "id": f"fault-{number}",
+            "kind": fault.kind,
+            "source": "scenario" if number <= self._scenario else "injected",
+            "where": where,
+            "left": left,
+            "fired": fired,
+        }
 
     def passed(self, count: int, vm_state: str) -> None:
         """``count`` events went out without a fault (the runner's fast path, taken only

@@ -19,7 +19,9 @@ A violation is:
   still running).
 
 An ``exit`` of a transport fault (``fault-exit``, ``hang``) is the scenario's doing,
-and ``aborted`` the simulator's: neither is the client's mistake.
+and ``aborted`` the simulator's: neither is the client's mistake. Nor is an
+``http_fault`` record (a request to the wiki server met a fault): it is listed, as
+``http  GET /api/wiki: http-1 status``.
 
 What it prints holds no API key, even from a file written before the journal writer
 hid them all: every record is redacted again (:mod:`simulator.core.secrets`), by name
@@ -49,7 +51,7 @@ from simulator.formats.bounds import (
     check_size,
     in_words,
 )
-from simulator.hosts.journal import HOWS, Cover, Event, Exit, Line, Record, Start
+from simulator.hosts.journal import HOWS, Cover, Event, Exit, HttpFaultMet, Line, Record, Start
 
 _WIDTH: Final = 160
 """How much of a line or an event the listing shows."""
@@ -67,7 +69,7 @@ class Process:
 
     pid: int
     start: Start | None = None
-    records: list[Line | Event | Exit] = field(default_factory=list)
+    records: list[Line | Event | Exit | HttpFaultMet] = field(default_factory=list)
     covers: list[Cover] = field(default_factory=list)
     """Its ``cover`` records: what of its chart it reached, piece by piece."""
     late: list[float] = field(default_factory=list)
@@ -75,8 +77,12 @@ class Process:
 
     @property
     def exit(self) -> Exit | None:
-        last = self.records[-1] if self.records else None
-        return last if isinstance(last, Exit) else None
+        """Its ``exit`` record, when it is its last but ``http_fault`` records (the
+        server's thread may write one after it)."""
+        for record in reversed(self.records):
+            if not isinstance(record, HttpFaultMet):
+                return record if isinstance(record, Exit) else None
+        return None
 
     @property
     def reached(self) -> Reached | None:
@@ -132,7 +138,7 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
             process.start = record
         elif isinstance(record, Cover):
             process.covers.append(record)
-        elif isinstance(record, Line | Event | Exit):
+        elif isinstance(record, Line | Event | Exit | HttpFaultMet):
             process.records.append(record)
         else:  # a timer record
             process.late.append(record.late)
@@ -243,7 +249,10 @@ def _short(text: str, width: int = _WIDTH) -> str:
     return text if len(text) <= width else text[:width] + "..."
 
 
-def _record_line(record: Line | Event | Exit) -> str:
+def _record_line(record: Line | Event | Exit | HttpFaultMet) -> str:
+    if isinstance(record, HttpFaultMet):
+        where = _short(f"{record.method} {record.path}")
+        return f"  {record.t:9.3f}  http   {where}: {record.fault} {record.fault_kind}"
     if isinstance(record, Line):
         mark = f"  !! {record.error}" if record.error else ""
         if record.after_done:
@@ -319,7 +328,11 @@ def redacted(processes: list[Process]) -> Secrets:
     return secrets
 
 
-def _hidden(record: Line | Event | Exit, hide: Callable[[str], str]) -> Line | Event | Exit:
+def _hidden(
+    record: Line | Event | Exit | HttpFaultMet, hide: Callable[[str], str]
+) -> Line | Event | Exit | HttpFaultMet:
+    if isinstance(record, HttpFaultMet):
+        return msgspec.structs.replace(record, path=hide(record.path))
     if isinstance(record, Line):
         return msgspec.structs.replace(record, line=hide(record.line), error=hide(record.error))
     if isinstance(record, Event):

@@ -3,7 +3,9 @@
 Owns: :class:`Remote`, which connects to a simulator started with
 ``--control unix:PATH`` (or ``ZREAD_SIM_CONTROL=unix:PATH``), sends control requests
 and waits for their responses: ``snapshot()``, ``inject(failure=...)`` or
-``inject(fault=...)``, ``set_speed(x)``, ``pause()``, ``resume()``, ``quit()``. It can
+``inject(fault=...)`` (answered with the entry's id), ``faults()``, ``remove(id)``,
+``reset()``, ``set_timing(name, timing)``, ``set_speed(x)``, ``pause()``, ``resume()``,
+``quit()``. It can
 also answer the simulator's own requests, login's ``authorize``, through
 ``on_authorize``.
 
@@ -107,11 +109,36 @@ class Remote:
         return self.request("snapshot")
 
     def inject(
-        self, *, failure: dict[str, Any] | None = None, fault: dict[str, Any] | None = None
+        self,
+        *,
+        failure: dict[str, Any] | None = None,
+        fault: dict[str, Any] | None = None,
+        http: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        if (failure is None) == (fault is None):
-            raise ValueError("inject takes exactly one of failure= and fault=")
-        return self.request("inject", **({"failure": failure} if failure else {"fault": fault}))
+        """Inject one failure, stdio fault or HTTP fault (a scenario's entry); the answer
+        names it (``injected``) and gives its ``id``."""
+        given = {k: v for k, v in (("failure", failure), ("fault", fault), ("http", http)) if v}
+        if len(given) != 1:
+            raise ValueError("inject takes exactly one of failure=, fault= and http=")
+        return self.request("inject", **given)
+
+    def faults(self) -> list[dict[str, Any]]:
+        """Every failure and fault still to come, each with its ``id``, ``kind``,
+        ``source``, ``where``, ``left`` and ``fired``."""
+        return list(self.request("faults")["faults"])
+
+    def remove(self, entry_id: str) -> dict[str, Any]:
+        """Remove the failure or fault ``entry_id`` (an id :meth:`faults` lists)."""
+        return self.request("remove", id=entry_id)
+
+    def reset(self) -> dict[str, Any]:
+        """Remove every failure and fault, the scenario's included."""
+        return self.request("reset")
+
+    def set_timing(self, name: str, timing: dict[str, Any]) -> dict[str, Any]:
+        """Draw the delay ``name`` from ``timing`` (as in a scenario's ``[timing]``, e.g.
+        ``{"fixed": 5.0}``) from now on; timers already pending keep their deadline."""
+        return self.request("set_timing", name=name, timing=timing)
 
     def set_speed(self, speed: float) -> dict[str, Any]:
         return self.request("set_speed", speed=speed)

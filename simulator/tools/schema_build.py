@@ -251,6 +251,25 @@ def _drop_non_finite_defaults(node: Any) -> None:
             _drop_non_finite_defaults(value)
 
 
+def _fault_tables(components: dict[str, Any]) -> None:
+    """A file's ``faults`` as TOML writes it (:mod:`simulator.scenario.catalogue` reads
+    both): ``[[faults]]`` entries, the last of which holds the ``http`` array of the
+    ``[[faults.http]]`` written after them, or a table of ``stdio`` and ``http`` arrays
+    (``[[faults.http]]`` alone). ``http_faults`` is the loaded scenario's, not a key."""
+    properties = components["Scenario"]["properties"]
+    http = {"type": "array", "items": properties.pop("http_faults")["items"]}
+    stdio = {"type": "array", "items": {"$ref": _REF.format(name="Fault")}}
+    entry = dict(components["Fault"])
+    entry["properties"] = {**entry["properties"], "http": http}
+    components["Fault"] = entry
+    tables: dict[str, Any] = {
+        "type": "object",
+        "properties": {"stdio": stdio, "http": http},
+        "additionalProperties": False,
+    }
+    properties["faults"] = {"anyOf": [stdio, tables], "default": []}
+
+
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (TOML, read as the JSON object it maps to).
 
@@ -264,6 +283,7 @@ def scenario_schema() -> dict[str, Any]:
 
     (ref,), components = _components([Scenario])
     _drop_non_finite_defaults(components)
+    _fault_tables(components)
     components["Delay"].update(minProperties=1, maxProperties=1)
     points = sorted(failure_points())
     components["Failure"]["properties"]["point"] = {"enum": points}

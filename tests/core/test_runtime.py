@@ -99,3 +99,51 @@ def test_peer_attached_is_the_sessions_as_its_runner_sets_it() -> None:
     assert not session.peer_attached and not session.runtime.peer_attached
     session.peer_attached = True
     assert session.runtime.peer_attached and session.peer_attached
+
+
+# -- what a control peer changes ----------------------------------------------------------
+
+
+def test_inject_answers_the_id_after_the_scenarios() -> None:
+    chart = load_chart("generate")
+    scenario = msgspec.structs.replace(
+        load_scenario("default"), failures=[Failure(point="catalog", first=1)]
+    )
+    runtime = ChartRuntime(chart, scenario, chart.flags_type(), 0, Timers())
+    assert runtime.inject(Failure(point="page")) == "failure-2"
+    assert runtime.inject(Failure(point="page", target=2)) == "failure-3"
+    ids = [(e["id"], e["source"]) for e in runtime.failures.entries()]
+    assert ids == [("failure-1", "scenario"), ("failure-2", "injected"), ("failure-3", "injected")]
+
+
+def test_set_timing_replaces_one_delay_from_now_on_and_keeps_the_stream() -> None:
+    changed, plain = runtime_of("generate", seed=3), runtime_of("generate", seed=3)
+    assert changed.draw("page") == plain.draw("page")
+    changed.set_timing("page", Delay(fixed=5.0))
+    assert changed.timing("page") == Delay(fixed=5.0)
+    assert [changed.draw("page") for _ in range(3)] == [5.0, 5.0, 5.0]
+    _ = [plain.draw("page") for _ in range(3)]
+    # Every draw takes two numbers, whatever its kind: the other delays do not move.
+    assert changed.draw("catalog_step") == plain.draw("catalog_step")
+    assert plain.timing("page") == load_chart("generate").timing["page"]
+
+
+def test_set_timing_of_a_delay_the_chart_has_not_is_refused() -> None:
+    runtime = runtime_of("generate")
+    message = r"^'pages' is not a timing of generate \(catalog_step, page, page_retry\)$"
+    with pytest.raises(ValueError, match=message):
+        runtime.set_timing("pages", Delay(fixed=1.0))
+    with pytest.raises(ValueError, match=r"'world\.login\.auth_timeout' is not a timing"):
+        runtime.known_timing("world.login.auth_timeout")
+    assert runtime.draw("page") == runtime_of("generate").draw("page")
+
+
+def test_set_timing_changes_the_timers_armed_after_it_not_the_pending_ones() -> None:
+    session = build_session("generate", ("-y",), speed=1.0)
+    session.start()
+    (pending,) = session.pending()
+    session.runtime.set_timing("catalog_step", Delay(fixed=40.0))
+    assert session.pending() == [pending]  # its deadline is kept
+    session.advance(pending.deadline)  # it fires; the next step is armed from the new delay
+    (following,) = session.pending()
+    assert following.deadline == pytest.approx(pending.deadline + 40.0)

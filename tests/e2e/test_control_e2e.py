@@ -438,7 +438,7 @@ def test_inject_a_failure_now_fails_that_page() -> None:
     with Sim.start("generate", "-y", speed=0.2) as sim:  # page 16 ends after >= 0.36 s
         sim.next_event()
         failure = {"point": "page", "target": 16, "first": 99, "error": "page: injected"}
-        assert sim.ok("inject", failure=failure) == {"injected": "failure"}
+        assert sim.ok("inject", failure=failure) == {"injected": "failure", "id": "failure-1"}
         assert sim.ok("set_speed", speed=0) == {"speed": 0.0}  # injected: the rest at once
         gate = sim.until(lambda e: "retry" in e["waiting_for"])
         assert gate["waiting_for"] == ["quit", "retry", "skip_all"]
@@ -456,8 +456,9 @@ def test_inject_failures_at_a_point() -> None:
     with Sim.start("generate") as sim:
         sim.next_event()
         page = {"point": "page", "target": 5, "attempts": [1, 2], "error": "page: early"}
-        assert sim.ok("inject", failure=page) == {"injected": "failure"}
-        assert sim.ok("inject", failure={"point": "catalog", "first": 1}) == {"injected": "failure"}
+        assert sim.ok("inject", failure=page) == {"injected": "failure", "id": "failure-1"}
+        catalog = {"point": "catalog", "first": 1}
+        assert sim.ok("inject", failure=catalog) == {"injected": "failure", "id": "failure-2"}
         sim.send(GENERATE)
         done = sim.until_done()
         assert done["vm"]["state"] == "done" and done["vm"]["done_total"] == 16
@@ -474,7 +475,7 @@ def test_inject_a_fault_now_fires_at_the_next_event() -> None:
     with Sim.start("generate") as sim:
         sim.next_event()
         fault = {"kind": "diagnostic", "text": "injected: now"}
-        assert sim.ok("inject", fault=fault) == {"injected": "fault"}
+        assert sim.ok("inject", fault=fault) == {"injected": "fault", "id": "fault-1"}
         assert sim.quiet(0.2) == []  # nothing to write it after yet
         sim.send(GENERATE)
         sim.until_done()
@@ -491,7 +492,7 @@ def test_inject_a_fault_after_an_event_counts_the_process_events() -> None:
     with Sim.start("generate") as sim:
         sim.next_event()
         fault = {"kind": "diagnostic", "text": "after the third", "after_event": 3}
-        assert sim.ok("inject", fault=fault) == {"injected": "fault"}
+        assert sim.ok("inject", fault=fault) == {"injected": "fault", "id": "fault-1"}
         sim.send(GENERATE)
         sim.until_done()
         sim.rest()
@@ -503,7 +504,7 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
     with Sim.start("generate") as sim:
         sim.next_event()
         fault = {"kind": "stderr", "text": "entered done", "on_state": "done"}
-        assert sim.ok("inject", fault=fault) == {"injected": "fault"}
+        assert sim.ok("inject", fault=fault) == {"injected": "fault", "id": "fault-1"}
         sim.send(GENERATE)
         sim.until_done()
         sim.rest()
@@ -513,7 +514,8 @@ def test_inject_a_fault_on_a_state_and_other_kinds() -> None:
 
     with Sim.start("generate") as sim:
         sim.next_event()
-        assert sim.ok("inject", fault={"kind": "exit", "code": 7}) == {"injected": "fault"}
+        exit_7 = {"kind": "exit", "code": 7}
+        assert sim.ok("inject", fault=exit_7) == {"injected": "fault", "id": "fault-1"}
         sim.send(GENERATE)
         sim.rest()
         assert sim.wait() == 7
@@ -546,7 +548,7 @@ def refusing() -> Iterator[Sim]:
         ({"failure": 3}, "expected an object, got an integer"),
         ({"fault": {"kind": "split", "pieces": 1}}, "pieces must be >= 2"),
         ({"fault": {"kind": "diagnostic", "colour": "red"}}, "colour"),
-        ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
+        ({}, 'inject takes {"failure": {...}}, {"fault": {...}} or {"http": {...}}'),
     ],
 )
 def test_invalid_inject_is_an_error_and_changes_nothing(
@@ -768,7 +770,8 @@ def test_unix_socket_is_private_and_serves_the_admin_api(sock_path: str) -> None
             snap = remote.snapshot()
             assert snap["command"] == "generate" and snap["vm"] == first["vm"]
             assert remote.inject(fault={"kind": "diagnostic", "text": "via the socket"}) == {
-                "injected": "fault"
+                "injected": "fault",
+                "id": "fault-1",
             }
             assert remote.set_speed(0) == {"speed": 0.0}
             sim.send(GENERATE)
@@ -1110,9 +1113,9 @@ def test_zread_remote_steers_the_zread_a_test_spawned(
         assert snap["command"] == "generate" and snap["state"] == "running"
         assert snap["speed"] == 5.0 and snap["vm"]["pages"]["total"] == 0
         failure = {"point": "page", "first": 99, "error": "page: injected by the test"}
-        assert zread_remote.inject(failure=failure) == {"injected": "failure"}
+        assert zread_remote.inject(failure=failure) == {"injected": "failure", "id": "failure-1"}
         fault = {"kind": "diagnostic", "text": "hello from the test"}
-        assert zread_remote.inject(fault=fault) == {"injected": "fault"}
+        assert zread_remote.inject(fault=fault) == {"injected": "fault", "id": "fault-1"}
         assert zread_remote.set_speed(0) == {"speed": 0.0}
         gate = sim.until(lambda e: "retry" in e["waiting_for"])
         tasks = gate["vm"]["pages"]["tasks"]

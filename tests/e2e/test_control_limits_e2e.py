@@ -323,7 +323,7 @@ def test_responses_held_behind_a_split_pause_hold_stdin_back() -> None:
     with Sim.start("config", speed=1) as sim:
         sim.next_event()
         split = {"kind": "split", "pieces": 2, "pause": 3.0}
-        assert sim.ok("inject", fault=split) == {"injected": "fault"}
+        assert sim.ok("inject", fault=split) == {"injected": "fault", "id": "fault-1"}
         sim.send({"type": "nope"})  # its event: half of it, then a 3 s pause
         assert sim.partial().startswith(b'{"vm":')
         assert sim.popen.stdin is not None and sim.popen.stdout is not None

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from simulator.core.effects import (
@@ -38,6 +39,7 @@ from simulator.formats.wiki import decode_current, decode_wiki
 from simulator.hosts.effects import EffectHost
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
+from simulator.scenario.httpfaults import HttpFault, HttpFaultPlan
 from simulator.scenario.wiki import Page
 from simulator.scenario.world import Account, Draft, World
 from statecharts import load_chart
@@ -499,5 +501,100 @@ def test_a_busy_port_is_an_answer_once_every_port_tried_is_busy(
         assert started == ServerStarted(
             error="listen tcp 127.0.0.1:9780: bind: address already in use (tried ports 9681-9780)"
         )
+    finally:
+        host.close()
+
+
+# -- HTTP faults -----------------------------------------------------------------------
+
+
+def http_fault(**fields: Any) -> HttpFault:
+    return msgspec.convert(fields, HttpFault)
+
+
+def status_of(url: str) -> int:
+    """The status a GET of ``url`` is answered with (an error status included)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+def test_a_host_without_faults_has_an_empty_plan_to_add_to() -> None:
+    host = EffectHost()
+    try:
+        assert not host.http_faults
+        assert host.http_faults is host.http_faults  # one plan, made once
+        assert host.http_journal is None
+    finally:
+        host.close()
+
+
+def test_the_scenarios_faults_are_in_the_plan_its_servers_use() -> None:
+    scenario = load_scenario(
+        "s", text='[[faults.http]]\npath = "/1-overview"\nstatus = 503\nfirst = 1\n'
+    )
+    plan = HttpFaultPlan(scenario.http_faults, seed=3)
+    host = EffectHost(http_faults=plan)
+    try:
+        assert host.http_faults is plan
+        started = host.perform(0, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        assert host.servers[0].faults is plan
+        assert [status_of(started.url + "/1-overview") for _ in range(2)] == [503, 200]
+        assert plan.entries()[0]["fired"] == 1
+    finally:
+        host.close()
+
+
+def test_a_fault_added_before_or_after_the_server_starts_applies() -> None:
+    host = EffectHost()
+    try:
+        before = host.http_faults.add(http_fault(path="/", status=502, first=1))
+        started = host.perform(0, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        after = host.http_faults.add(http_fault(path="/1-overview", status=500, first=1))
+        assert (before, after) == ("http-1", "http-2")
+        assert status_of(started.url + "/") == 502
+        assert status_of(started.url + "/1-overview") == 500
+        assert status_of(started.url + "/1-overview") == 200
+        restarted = host.perform(0, StartServer(OnePage(), port=0))  # the same plan
+        assert isinstance(restarted, ServerStarted)
+        assert status_of(restarted.url + "/") == 200  # http-1 took its one request
+        assert [e["fired"] for e in host.http_faults.entries()] == [1, 1]
+    finally:
+        host.close()
+
+
+def test_the_journal_is_told_of_each_request_that_meets_a_fault() -> None:
+    told: list[dict[str, str]] = []
+    host = EffectHost(http_journal=told.append)
+    try:
+        host.http_faults.add(http_fault(path="/1-*", status=503))
+        started = host.perform(0, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        assert status_of(started.url + "/") == 200
+        assert status_of(started.url + "/1-overview") == 503
+        host.http_journal = None  # looked up at each request
+        assert status_of(started.url + "/1-overview") == 503
+    finally:
+        host.close()
+    assert told == [{"method": "GET", "path": "/1-overview", "fault": "http-1", "kind": "status"}]
+
+
+def test_a_journal_that_raises_does_not_stop_the_answer() -> None:
+    def broken(_: dict[str, str]) -> None:
+        raise RuntimeError("journal gone")
+
+    host = EffectHost(http_journal=broken)
+    try:
+        host.http_faults.add(http_fault(status=503))
+        started = host.perform(0, StartServer(OnePage(), port=0))
+        assert isinstance(started, ServerStarted)
+        assert status_of(started.url + "/") == 503
     finally:
         host.close()

@@ -16,7 +16,7 @@ from http import HTTPStatus
 
 import pytest
 
-from simulator.hosts import httpserver
+from simulator.hosts import httprequest, httpserver
 from simulator.hosts.httpserver import MAX_CONNECTIONS, STOP_WAIT, HttpServer, connection_cap
 
 BODY = b"the page\n"
@@ -220,3 +220,43 @@ def test_a_server_never_holds_the_process_up() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+
+
+# -- what faults send --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "count", "expected"),
+    [
+        (b"abcdefgh", 4, [b"ab", b"cd", b"ef", b"gh"]),
+        (b"abcdefghij", 3, [b"abc", b"def", b"ghij"]),
+        (b"ab", 5, [b"a", b"b"]),  # never an empty piece
+        (b"abc", 1, [b"abc"]),
+        (b"", 3, []),
+    ],
+)
+def test_pieces_cut_a_body_evenly(body: bytes, count: int, expected: list[bytes]) -> None:
+    assert httpserver.pieces(body, count) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "head", "status", "start", "body"),
+    [
+        ("1.1", False, 503, b"HTTP/1.1 503 Service Unavailable\r\n", b"busy"),
+        ("1.0", False, 500, b"HTTP/1.0 500 Internal Server Error\r\n", b"busy"),
+        ("1.1", True, 503, b"HTTP/1.1 503 Service Unavailable\r\n", b""),
+        ("1.1", False, 599, b"HTTP/1.1 599 \r\n", b"busy"),
+        ("1.1", False, 304, b"HTTP/1.1 304 Not Modified\r\n", b""),
+    ],
+)
+def test_a_status_answer_is_that_status_in_the_requests_version(
+    version: str, head: bool, status: int, start: bytes, body: bytes
+) -> None:
+    outcome = httprequest.Outcome(Page(HTTPStatus.OK, "text/html", b"page"), version, head)
+    data = httpserver.status_answer(outcome, status, b"busy")
+    assert data.startswith(start)
+    headers, _, sent = data.partition(b"\r\n\r\n")
+    assert sent == body
+    assert b"Connection: close" in headers
+    if status != 304:
+        assert b"Content-Length: 4\r\n" in headers

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,16 @@ import pytest
 from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
 from simulator.errors import ConfigurationError
-from simulator.hosts.journal import HOWS, Event, Exit, JournalError, JournalWriter, Line, Record
+from simulator.hosts.journal import (
+    HOWS,
+    Event,
+    Exit,
+    HttpFaultMet,
+    JournalError,
+    JournalWriter,
+    Line,
+    Record,
+)
 
 KEY = "sk-secret-123456"
 
@@ -164,3 +174,70 @@ def test_line_records_carry_what_the_session_expected(tmp_path: Path) -> None:
     journal.close()
     (decoded,) = [msgspec.json.decode(raw, type=Record) for raw in path.read_bytes().splitlines()]
     assert decoded == Line(7, 1.25, '{"type":"save"}', "done", [], True, "the session is done")
+
+
+def test_an_http_fault_record(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, warned = writer(path)
+    journal.secrets.add(KEY)
+    journal.http_fault(
+        1.5, {"method": "GET", "path": "/api/wiki", "fault": "http-1", "kind": "delay"}
+    )
+    now = iter([2.0, 2.5])
+    seen = journal.http_faults_at(lambda: next(now))
+    seen({"method": "HEAD", "path": f"/{KEY}", "fault": "http-2", "kind": "reset"})
+    seen({"method": "GET", "path": "/", "fault": "http-3", "kind": "status"})
+    journal.close()
+    assert records(path) == [
+        {
+            "kind": "http_fault",
+            "pid": 7,
+            "t": 1.5,
+            "method": "GET",
+            "path": "/api/wiki",
+            "fault": "http-1",
+            "fault_kind": "delay",
+        },
+        {
+            "kind": "http_fault",
+            "pid": 7,
+            "t": 2.0,
+            "method": "HEAD",
+            "path": "/***",
+            "fault": "http-2",
+            "fault_kind": "reset",
+        },
+        {
+            "kind": "http_fault",
+            "pid": 7,
+            "t": 2.5,
+            "method": "GET",
+            "path": "/",
+            "fault": "http-3",
+            "fault_kind": "status",
+        },
+    ]
+    decoded = msgspec.json.Decoder(Record).decode(path.read_bytes().splitlines()[0])
+    assert decoded == HttpFaultMet(7, 1.5, "GET", "/api/wiki", "http-1", "delay")
+    assert warned == []
+
+
+def test_records_from_two_threads_never_mix(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    start = threading.Barrier(2)
+
+    def server() -> None:
+        start.wait()
+        for n in range(300):
+            journal.http_fault(n, {"method": "GET", "path": "/" + "x" * 500, "fault": "http-1"})
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    start.wait()
+    for n in range(300):
+        journal.event(n, b'{"done":false,"pad":"' + b"y" * 500 + b'"}\n')
+    thread.join()
+    journal.close()
+    kinds = [str(record["kind"]) for record in records(path)]
+    assert sorted(kinds) == ["event"] * 300 + ["http_fault"] * 300

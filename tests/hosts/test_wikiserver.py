@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import pytest
 
 from simulator.core.effects import DEFAULT_PORT
@@ -33,6 +34,7 @@ from simulator.hosts import httprequest, httpserver, wikiserver
 from simulator.hosts.wikihtml import page_path
 from simulator.hosts.wikiserver import PORT_TRIES, ListenError, Site, SitePage, WikiServer, loopback
 from simulator.scenario import wiki
+from simulator.scenario.httpfaults import HttpFault, HttpFaultPlan
 from tests.e2e.helpers import held_ports
 
 OVERVIEW = """\
@@ -581,7 +583,11 @@ def exchange(server: WikiServer, data: bytes) -> tuple[int, bytes]:
 
 def test_the_bounds_defaults() -> None:
     assert wikiserver.REQUEST_TIMEOUT == 10.0
-    assert WikiServer.__init__.__kwdefaults__ == {"request_timeout": 10.0}
+    assert WikiServer.__init__.__kwdefaults__ == {
+        "request_timeout": 10.0,
+        "faults": None,
+        "journal": None,
+    }
     assert httpserver.LISTEN_BACKLOG == 512
     assert httpserver.MAX_CONNECTIONS == 1024
     assert httprequest.MAX_BODY == 8192
@@ -1095,3 +1101,198 @@ def test_refused_hosts_are_named_on_stderr_at_most_sixteen_times(
     for n in range(40):
         exchange(server, f"GET / HTTP/1.1\r\nHost: rebind{n}.example\r\n\r\n".encode())
     assert capsys.readouterr().err.count("refused a request for Host") == 16
+
+
+# -- HTTP faults -----------------------------------------------------------------------
+
+
+def http_fault(**fields: Any) -> HttpFault:
+    return msgspec.convert(fields, HttpFault)
+
+
+@contextlib.contextmanager
+def faulty(
+    site: FakeSite, *faults: HttpFault, seed: int = 0
+) -> Iterator[tuple[WikiServer, list[dict[str, str]]]]:
+    """A server whose requests meet ``faults``; the list its journal callback fills."""
+    seen: list[dict[str, str]] = []
+    plan = HttpFaultPlan(faults, seed=seed)
+    with WikiServer(site, port=0, faults=plan, journal=seen.append) as running:
+        yield running, seen
+
+
+def test_a_status_fault_answers_its_status_and_body(site: FakeSite) -> None:
+    with faulty(site, http_fault(path="/api/*", status=503, body="try later")) as (server, _):
+        answer = get(server, "/api/wiki")
+        assert (answer.status, answer.body) == (503, b"try later")
+        assert answer.headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert answer.headers["Connection"] == "close"
+        assert get(server, "/").status == 200  # another path is served as ever
+        head = request(server.url, "HEAD", "/api/wiki")
+        assert (head.status, head.body, head.headers["Content-Length"]) == (503, b"", "9")
+
+
+def test_a_status_without_a_reason_phrase_keeps_its_number(site: FakeSite) -> None:
+    with faulty(site, http_fault(status=599)) as (server, _):
+        status, body = exchange(server, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert (status, body) == (599, b"")
+
+
+def test_a_status_without_a_body_sends_none(site: FakeSite) -> None:
+    with faulty(site, http_fault(status=204)) as (server, _):
+        sock = connect(server)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        raw = read_all(sock)
+        assert raw.startswith(b"HTTP/1.1 204 No Content\r\n")
+        assert raw.endswith(b"\r\n\r\n")
+        assert b"Content-Length" not in raw
+
+
+def test_a_delay_holds_the_answer_then_gives_it(site: FakeSite) -> None:
+    with faulty(site, http_fault(path="/api/wiki", delay={"fixed": 0.4})) as (server, _):
+        started = time.monotonic()
+        answer = get(server, "/api/wiki")
+        waited = time.monotonic() - started
+        assert (answer.status, answer.body) == (200, site.document)
+        assert waited >= 0.35  # held at least about that long (never an upper bound)
+
+
+def test_a_dribble_sends_the_body_in_its_chunks(site: FakeSite) -> None:
+    chunks = 4
+    with faulty(site, http_fault(path="/api/wiki", dribble={"chunks": chunks, "over": 0.8})) as (
+        server,
+        _,
+    ):
+        sock = connect(server)
+        sock.sendall(b"GET /api/wiki HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        received: list[bytes] = []
+        while chunk := sock.recv(65536):
+            received.append(chunk)
+        sock.close()
+    raw = b"".join(received)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert body == site.document
+    assert received[0] == head + b"\r\n\r\n"  # the headers first, on their own
+    assert len(received) == 1 + chunks  # then each piece, apart
+
+
+def test_a_dribble_of_a_head_sends_the_headers_only(site: FakeSite) -> None:
+    with faulty(site, http_fault(dribble={"chunks": 3, "over": 0.3})) as (server, _):
+        head = request(server.url, "HEAD", "/api/wiki")
+        assert (head.status, head.body) == (200, b"")
+
+
+def test_a_reset_is_a_connection_error_without_an_answer(site: FakeSite) -> None:
+    with faulty(site, http_fault(reset=True)) as (server, _):
+        with pytest.raises(ConnectionResetError):
+            get(server, "/")
+        sock = connect(server)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        with pytest.raises(ConnectionResetError):
+            sock.recv(65536)
+        sock.close()
+
+
+def test_close_after_headers_sends_the_head_and_no_body(site: FakeSite) -> None:
+    with faulty(site, http_fault(path="/api/wiki", close_after_headers=True)) as (server, _):
+        parts = urlsplit(server.url)
+        conn = http.client.HTTPConnection(str(parts.hostname), parts.port, timeout=5)
+        try:
+            conn.request("GET", "/api/wiki")
+            resp = conn.getresponse()
+            assert resp.status == 200
+            assert resp.headers["Content-Length"] == str(len(site.document))
+            with pytest.raises(http.client.IncompleteRead) as raised:
+                resp.read()
+            assert raised.value.partial == b""
+        finally:
+            conn.close()
+
+
+def test_first_and_after_count_the_matching_requests(site: FakeSite) -> None:
+    faults = (
+        http_fault(path="/api/wiki", status=500, first=2),
+        http_fault(path="/", status=502, after=1),
+    )
+    with faulty(site, *faults) as (server, _):
+        assert [get(server, "/api/wiki").status for _ in range(3)] == [500, 500, 200]
+        assert [get(server, "/").status for _ in range(3)] == [200, 502, 502]
+
+
+def test_a_method_fault_takes_only_that_method(site: FakeSite) -> None:
+    with faulty(site, http_fault(method="HEAD", status=500)) as (server, _):
+        assert request(server.url, "HEAD", "/").status == 500
+        assert get(server, "/").status == 200
+
+
+def test_refused_requests_meet_no_fault(site: FakeSite) -> None:
+    with faulty(site, http_fault(status=500)) as (server, seen):
+        assert request(server.url, "POST", "/").status == 405
+        status, _ = exchange(server, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        assert status == 421
+        assert seen == []
+
+
+def statuses(site: FakeSite, seed: int, count: int = 24) -> list[int]:
+    with faulty(site, http_fault(status=503, probability=0.5), seed=seed) as (server, _):
+        return [get(server, "/api/wiki").status for _ in range(count)]
+
+
+def test_probabilities_are_reproduced_by_the_seed(site: FakeSite) -> None:
+    first = statuses(site, 11)
+    assert first == statuses(site, 11)
+    assert first != statuses(site, 12)
+    assert set(first) == {200, 503}
+
+
+def test_the_journal_is_told_of_each_request_that_meets_a_fault(site: FakeSite) -> None:
+    faults = (http_fault(path="/api/pages/*", reset=True), http_fault(path="/", status=500))
+    with faulty(site, *faults) as (server, seen):
+        with pytest.raises(ConnectionResetError):
+            get(server, "/api/pages/1-overview?x=1")
+        get(server, "/")
+        get(server, "/api/wiki")
+        request(server.url, "HEAD", "/")
+    assert seen == [
+        {"method": "GET", "path": "/api/pages/1-overview", "fault": "http-1", "kind": "reset"},
+        {"method": "GET", "path": "/", "fault": "http-2", "kind": "status"},
+        {"method": "HEAD", "path": "/", "fault": "http-2", "kind": "status"},
+    ]
+
+
+def test_a_journal_that_fails_does_not_fail_the_request(site: FakeSite) -> None:
+    def broken(_: dict[str, str]) -> None:
+        raise OSError("disk full")
+
+    plan = HttpFaultPlan([http_fault(status=500)])
+    with WikiServer(site, port=0, faults=plan, journal=broken) as server:
+        assert get(server, "/").status == 500
+
+
+def test_a_fault_added_to_a_running_servers_plan_applies_from_the_next_request(
+    site: FakeSite,
+) -> None:
+    plan = HttpFaultPlan()
+    with WikiServer(site, port=0, faults=plan) as server:
+        assert server.faults is plan
+        assert get(server, "/api/wiki").status == 200
+        added = plan.add(http_fault(path="/api/wiki", status=503, first=1))
+        assert added == "http-1"
+        assert get(server, "/api/wiki").status == 503
+        assert get(server, "/api/wiki").status == 200
+        plan.add(http_fault(status=500))
+        assert get(server, "/").status == 500
+        plan.clear()
+        assert get(server, "/").status == 200
+
+
+def test_a_server_closes_promptly_while_a_delayed_answer_waits(site: FakeSite) -> None:
+    with faulty(site, http_fault(delay={"fixed": 60.0})) as (server, _):
+        sock = connect(server)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        while server.open_connections == 0:
+            time.sleep(0.01)
+        server.close()
+        assert read_all(sock) == b""  # ended unanswered
+        assert refused(server.port)

@@ -1,4 +1,7 @@
-"""simulator.runners.admin: the admin API's handlers, called through a real pair of Conns."""
+"""simulator.runners.admin: the admin API's handlers, called through a real pair of Conns.
+
+Longer than most test modules: one test per handler, and one per way each refuses.
+"""
 
 from __future__ import annotations
 
@@ -48,9 +51,11 @@ class Recorder:
 class Admin:
     """A channel with the admin API installed on one Conn, and a client Conn facing it."""
 
-    def __init__(self, command: str, *args: str, speed: float = 1.0) -> None:
+    def __init__(
+        self, command: str, *args: str, speed: float = 1.0, scenario: str = "default"
+    ) -> None:
         loop = asyncio.get_running_loop()
-        self.session = build_session(command, args, speed=speed)
+        self.session = build_session(command, args, speed=speed, scenario=scenario)
         self.out = Recorder()
         self.channel = Channel(Hub(loop), self.session, stage_of(self.session), self.out)
         self.frames: list[bytes] = []
@@ -123,7 +128,8 @@ def test_inject_a_failure() -> None:
     async def main() -> None:
         admin = Admin("generate", speed=0.0)
         failure = {"point": "page", "target": 2, "first": 99, "error": "page 2: injected"}
-        assert await admin.call("inject", failure=failure) == {"injected": "failure"}
+        answer = await admin.call("inject", failure=failure)
+        assert answer == {"injected": "failure", "id": "failure-1"}
         assert admin.session.runtime.failure("page", target=2, attempt=7) == Failure(**failure)
         assert admin.session.runtime.failure("page", target=3, attempt=1) is None
         admin.channel.feed(GENERATE)
@@ -143,7 +149,7 @@ def test_inject_a_fault_now() -> None:
     async def main() -> None:
         admin = Admin("generate", speed=0.0)
         fault = {"kind": "diagnostic", "text": "now!"}
-        assert await admin.call("inject", fault=fault) == {"injected": "fault"}
+        assert await admin.call("inject", fault=fault) == {"injected": "fault", "id": "fault-1"}
         assert admin.out.lines == admin.out.writes[:1]  # nothing more until an event
         admin.channel.feed(GENERATE)
         lines = admin.out.lines
@@ -158,7 +164,7 @@ def test_inject_a_fault_at_a_state_waits_for_it() -> None:
     async def main() -> None:
         admin = Admin("generate", speed=0.0)
         fault = {"kind": "stderr", "text": "done now", "on_state": "done"}
-        assert await admin.call("inject", fault=fault) == {"injected": "fault"}
+        assert await admin.call("inject", fault=fault) == {"injected": "fault", "id": "fault-1"}
         admin.channel.feed(GENERATE)
         assert await admin.channel.done == 0
         assert admin.out.stderr_lines == ["done now"]
@@ -170,8 +176,8 @@ def test_inject_a_fault_at_a_state_waits_for_it() -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
-        ({"failures": []}, 'inject takes {"failure": {...}} or {"fault": {...}}'),
+        ({}, 'inject takes {"failure": {...}}, {"fault": {...}} or {"http": {...}}'),
+        ({"failures": []}, 'inject takes {"failure": {...}}, {"fault": {...}} or {"http": {...}}'),
         ({"failure": {"point": "moon"}}, "inject: point: 'moon' is not one of the allowed values"),
         ({"failure": {"point": "page", "first": -1}}, "inject: first and target must be >= 0"),
         ({"fault": {"kind": "exit", "code": 300}}, "inject: code must be 0-255"),
@@ -190,6 +196,200 @@ def test_inject_refuses_and_changes_nothing(params: dict[str, Any], message: str
         admin.channel.feed(GENERATE)
         assert await admin.channel.done == 0
         assert all(line.startswith(b'{"vm":') for line in admin.out.lines)
+        admin.close()
+
+    run(main)
+
+
+def test_faults_lists_the_scenarios_then_the_injected_with_their_ids() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0, scenario="failing-pages")
+        answer = await admin.call("inject", failure={"point": "catalog", "first": 1})
+        assert answer == {"injected": "failure", "id": "failure-3"}
+        answer = await admin.call("inject", fault={"kind": "stderr", "on_state": "done"})
+        assert answer == {"injected": "fault", "id": "fault-1"}
+        listed = (await admin.call("faults"))["faults"]
+        assert listed == [
+            {
+                "id": "failure-1",
+                "kind": "page",
+                "source": "scenario",
+                "where": {"point": "page", "target": 3, "first": 3},
+                "left": {"first": 3},
+                "fired": 0,
+            },
+            {
+                "id": "failure-2",
+                "kind": "page",
+                "source": "scenario",
+                "where": {"point": "page", "target": 7, "first": 3},
+                "left": {"first": 3},
+                "fired": 0,
+            },
+            {
+                "id": "failure-3",
+                "kind": "catalog",
+                "source": "injected",
+                "where": {"point": "catalog", "first": 1},
+                "left": {"first": 1},
+                "fired": 0,
+            },
+            {
+                "id": "fault-1",
+                "kind": "stderr",
+                "source": "injected",
+                "where": {"on_state": "done"},
+                "left": {},
+                "fired": 0,
+            },
+        ]
+        admin.channel.feed(GENERATE)
+        gate = json.loads(admin.out.writes[-1])
+        while "retry" not in gate["waiting_for"]:
+            await asyncio.sleep(0.01)
+            gate = json.loads(admin.out.writes[-1])
+        fired = {e["id"]: (e["fired"], e["left"]) for e in (await admin.call("faults"))["faults"]}
+        assert fired["failure-1"] == (3, {"first": 0})  # the first try and two retries
+        assert fired["failure-3"] == (1, {"first": 0})
+        assert fired["fault-1"] == (0, {})
+        admin.close()
+
+    run(main)
+
+
+def test_remove_one_then_the_run_goes_on_without_it() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0, scenario="failing-pages")
+        assert await admin.call("remove", id="failure-1") == {"removed": "failure-1"}
+        assert [e["id"] for e in (await admin.call("faults"))["faults"]] == ["failure-2"]
+        admin.channel.feed(GENERATE)
+        gate = json.loads(admin.out.writes[-1])
+        while "retry" not in gate["waiting_for"]:
+            await asyncio.sleep(0.01)
+            gate = json.loads(admin.out.writes[-1])
+        failed = [t["id"] for t in gate["vm"]["pages"]["tasks"] if t["state"] == "failed"]
+        assert failed == [7]
+        admin.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"id": "failure-9"}, "remove: no failure or fault has the id 'failure-9'"),
+        ({"id": "x" * 60}, "remove: no failure or fault has the id '" + "x" * 39 + "…'"),
+        ({}, 'remove takes {"id": "..."}, an id the faults request lists'),
+        ({"id": 1}, 'remove takes {"id": "..."}, an id the faults request lists'),
+    ],
+)
+def test_remove_refuses_and_changes_nothing(params: dict[str, Any], message: str) -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0, scenario="crash")
+        before = await admin.call("faults")
+        with pytest.raises(ControlError) as caught:
+            await admin.call("remove", **params)
+        assert caught.value.message == message
+        assert await admin.call("faults") == before
+        admin.close()
+
+    run(main)
+
+
+def test_reset_removes_the_scenarios_too_and_the_run_passes() -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0, scenario="failing-pages")
+        await admin.call("inject", fault={"kind": "exit", "code": 3, "on_state": "done"})
+        removed = await admin.call("reset")
+        assert removed == {"removed": ["failure-1", "failure-2", "fault-1"]}
+        assert await admin.call("faults") == {"faults": []}
+        assert await admin.call("reset") == {"removed": []}
+        admin.channel.feed(GENERATE)
+        assert await admin.channel.done == 0
+        last = json.loads(admin.out.writes[-1])
+        assert last["done"] is True and last["vm"]["done_total"] == 16
+        admin.close()
+
+    run(main)
+
+
+def test_http_faults_are_one_more_source() -> None:
+    async def main() -> None:
+        admin = Admin("browse", speed=0.0)
+        await admin.call("inject", fault={"kind": "diagnostic", "on_state": "serving"})
+        answer = await admin.call("inject", http={"path": "/", "status": 503})
+        assert answer == {"injected": "http", "id": "http-1"}
+        listed = [(e["id"], e["kind"]) for e in (await admin.call("faults"))["faults"]]
+        assert listed == [("fault-1", "diagnostic"), ("http-1", "status")]
+        assert admin.channel.host.http_faults.entries()[0]["id"] == "http-1"
+        assert await admin.call("remove", id="http-1") == {"removed": "http-1"}
+        await admin.call("inject", http={"path": "/", "reset": True})
+        assert await admin.call("reset") == {"removed": ["fault-1", "http-2"]}
+        assert not admin.channel.host.http_faults
+        admin.close()
+
+    run(main)
+
+
+def test_set_timing_draws_the_next_timers_from_the_new_delay() -> None:
+    async def main() -> None:
+        admin = Admin("generate", "-y", speed=1.0)
+        await admin.call("pause")
+        (pending,) = (await admin.call("snapshot"))["timers"]
+        answer = await admin.call("set_timing", name="catalog_step", timing={"fixed": 300})
+        assert answer == {"name": "catalog_step", "timing": {"fixed": 300.0}}
+        (kept,) = (await admin.call("snapshot"))["timers"]
+        assert kept["deadline"] == pending["deadline"]  # a pending timer keeps its deadline
+        lognormal = {"lognormal": {"median": 2.0, "sigma": 0.5}}
+        answer = await admin.call("set_timing", name="page", timing=lognormal)
+        assert answer == {"name": "page", "timing": lognormal}
+        await admin.call("set_speed", speed=0)  # the pending step fires at once
+        await asyncio.sleep(0.05)
+        (following,) = (await admin.call("snapshot"))["timers"]
+        assert following["trigger"] == "_catalog_step"
+        assert following["in"] == 0.0  # speed 0: the draw is 300 s times 0
+        assert admin.session.runtime.draw("catalog_step") == 300.0
+        admin.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"name": "pages", "timing": {"fixed": 1}},
+            "set_timing: 'pages' is not a timing of generate (catalog_step, page, page_retry)",
+        ),
+        (
+            {"name": "pages", "timing": {"fixed": -1}},
+            "set_timing: 'pages' is not a timing of generate",
+        ),
+        ({"name": "page", "timing": {"fixed": -1}}, "set_timing: timing of 'page': fixed must be"),
+        (
+            {"name": "page", "timing": {}},
+            "set_timing: timing of 'page': a delay takes exactly one of fixed, uniform, lognormal",
+        ),
+        (
+            {"name": "page", "timing": {"uniform": [2, 1]}},
+            "set_timing: timing of 'page': uniform needs 0 <= lower <= upper",
+        ),
+        (
+            {"name": "page", "timing": {"fixed": 1, "speed": 2}},
+            "set_timing: timing of 'page': ",
+        ),
+        ({"name": "page"}, 'set_timing takes {"name": "...", "timing": {...}}'),
+        ({"timing": {"fixed": 1}}, 'set_timing takes {"name": "...", "timing": {...}}'),
+        ({"name": "page", "timing": 5}, 'set_timing takes {"name": "...", "timing": {...}}'),
+    ],
+)
+def test_set_timing_refuses_and_changes_nothing(params: dict[str, Any], message: str) -> None:
+    async def main() -> None:
+        admin = Admin("generate", speed=0.0)
+        with pytest.raises(ControlError) as caught:
+            await admin.call("set_timing", **params)
+        assert caught.value.message.startswith(message), caught.value.message
+        assert admin.session.runtime.timing("page") == admin.session.chart.timing["page"]
         admin.close()
 
     run(main)

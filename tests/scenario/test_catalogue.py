@@ -296,3 +296,112 @@ def test_a_scenario_from_text_extends_default_and_takes_its_name() -> None:
 def test_a_scenario_from_text_that_is_not_toml_names_itself() -> None:
     with pytest.raises(ScenarioError, match="scenario mine: not valid TOML"):
         load_scenario("mine", text="[world")
+
+
+# -- [[faults.http]] ---------------------------------------------------------------------
+
+HTTP_ONLY = """
+[[faults.http]]
+path = "/api/pages/*"
+status = 503
+body = "busy"
+
+[[faults.http]]
+method = "GET"
+delay = { fixed = 2.0 }
+first = 1
+"""
+
+
+def test_http_faults_alone_make_faults_a_table() -> None:
+    scenario = load_scenario("s", text=HTTP_ONLY)
+    assert scenario.faults == []
+    assert [f.kind for f in scenario.http_faults] == ["status", "delay"]
+    first, second = scenario.http_faults
+    assert (first.path, first.method, first.status, first.body) == (
+        "/api/pages/*",
+        "*",
+        503,
+        "busy",
+    )
+    assert (second.method, second.delay, second.first) == ("GET", Delay(fixed=2.0), 1)
+
+
+def test_http_faults_after_stdio_faults_are_lifted_out_of_the_last_entry() -> None:
+    text = '[[faults]]\nkind = "split"\n[[faults]]\nkind = "duplicate"\n' + HTTP_ONLY
+    scenario = load_scenario("s", text=text)
+    assert [f.kind for f in scenario.faults] == ["split", "duplicate"]
+    assert [f.kind for f in scenario.http_faults] == ["status", "delay"]
+
+
+def test_a_faults_table_takes_stdio_and_http_arrays() -> None:
+    text = '[faults]\nstdio = [{ kind = "split" }]\nhttp = [{ reset = true }]\n'
+    scenario = load_scenario("s", text=text)
+    assert [f.kind for f in scenario.faults] == ["split"]
+    assert [f.kind for f in scenario.http_faults] == ["reset"]
+
+
+def test_every_builtin_still_has_its_faults_and_no_http_ones() -> None:
+    for name in builtin_names():
+        scenario = load_scenario(name)
+        data = tomllib.loads(builtin_text(name))
+        assert len(scenario.faults) == len(data.get("faults", [])), name
+        assert scenario.http_faults == [], name
+
+
+def test_a_child_stating_one_kind_of_fault_keeps_the_others_of_its_parent(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "parent.toml", '[[faults]]\nkind = "split"\n' + HTTP_ONLY)
+    http_child = write(
+        tmp_path / "http.toml", 'extends = "parent.toml"\n[[faults.http]]\nreset = true\n'
+    )
+    scenario = load_scenario(str(http_child))
+    assert [f.kind for f in scenario.faults] == ["split"]
+    assert [f.kind for f in scenario.http_faults] == ["reset"]  # its array replaces the parent's
+    stdio_child = write(
+        tmp_path / "stdio.toml", 'extends = "parent.toml"\n[[faults]]\nkind = "hang"\n'
+    )
+    scenario = load_scenario(str(stdio_child))
+    assert [f.kind for f in scenario.faults] == ["hang"]
+    assert [f.kind for f in scenario.http_faults] == ["status", "delay"]
+
+
+def test_stdio_faults_still_replace_a_parents_whole(tmp_path: Path) -> None:
+    child = write(tmp_path / "c.toml", 'extends = "noisy"\n[[faults]]\nkind = "hang"\n')
+    assert [f.kind for f in load_scenario(str(child)).faults] == ["hang"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[faults.http]]\nstatus = 700\n", "faults.http[0]: status must be an integer 100-599"),
+        (
+            "[[faults.http]]\nreset = true\n[[faults.http]]\nreset = true\nstatus = 500\n",
+            "faults.http[1]: an HTTP fault takes exactly one of status, delay, dribble, reset, "
+            "close_after_headers",
+        ),
+        ("[[faults.http]]\nreset = true\ntoxicity = 1\n", "faults.http[0].toxicity: unknown key"),
+        ("[[faults.http]]\ndelay = { fixed = -1 }\n", "faults.http[0].delay: fixed must be >= 0"),
+        ('[[faults.http]]\nstatus = "503"\n', "faults.http[0].status: expected an integer"),
+        ("[faults]\nhttpx = []\n", "faults.httpx: unknown key"),
+        ("[faults]\nhttp = 3\n", "faults.http: expected an array"),
+        (
+            '[[faults]]\nkind = "split"\n[faults.http]\nreset = true\n',
+            "faults.http: expected an array",
+        ),
+        ("http_faults = []\n", "http_faults: unknown key"),
+        ('[[faults]]\nkind = "nope"\n', "faults[0].kind"),
+    ],
+)
+def test_a_bad_http_fault_names_the_file_and_its_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path / "bad.toml", text)
+    assert refusal(path).startswith(f"scenario {path}: {message}")
+
+
+def test_a_bad_http_fault_in_a_parent_names_the_file_passed(tmp_path: Path) -> None:
+    write(tmp_path / "parent.toml", "[[faults.http]]\nstatus = 1\n")
+    child = write(tmp_path / "child.toml", 'extends = "parent.toml"\n')
+    assert refusal(child).startswith(f"scenario {child}: faults.http[0]: status must be")

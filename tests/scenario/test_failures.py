@@ -182,3 +182,62 @@ def test_an_injected_entry_does_not_move_the_draws_of_the_others() -> None:
     assert [before.check("page", target=t, attempt=a) for t, a in keys] == [
         after.check("page", target=t, attempt=a) for t, a in keys
     ]
+
+
+# -- ids, listing and removal -----------------------------------------------------------
+
+
+def test_entries_have_ids_in_order_the_scenarios_first() -> None:
+    plan = FailurePlan([failure(point="catalog"), failure(target=2)], random.Random(0))
+    assert plan.add(failure(point="page", first=2)) == "failure-3"
+    entries = plan.entries()
+    assert [(e["id"], e["kind"], e["source"]) for e in entries] == [
+        ("failure-1", "catalog", "scenario"),
+        ("failure-2", "page", "scenario"),
+        ("failure-3", "page", "injected"),
+    ]
+    assert entries[1]["where"] == {"point": "page", "target": 2}
+    assert entries[2]["where"] == {"point": "page", "first": 2}
+    assert entries[2]["left"] == {"first": 2} and entries[2]["fired"] == 0
+
+
+def test_fired_counts_the_attempts_an_entry_failed() -> None:
+    plan = FailurePlan([failure(target=1, first=2)], random.Random(0))
+    assert plan.check("page", target=1, attempt=1) is not None
+    assert plan.check("page", target=2, attempt=1) is None
+    (entry,) = plan.entries()
+    assert entry["fired"] == 1 and entry["left"] == {"first": 1}
+    assert plan.check("page", target=1, attempt=2) is not None
+    assert plan.check("page", target=1, attempt=3) is None
+    (entry,) = plan.entries()
+    assert entry["fired"] == 2 and entry["left"] == {"first": 0}
+
+
+def test_first_left_of_an_entry_of_every_target_is_one_number_only_for_one_target() -> None:
+    plan = FailurePlan([failure(first=3)], random.Random(0))
+    plan.check("page", target=0, attempt=1)
+    assert plan.entries()[0]["left"] == {"first": 2}
+    plan.check("page", target=5, attempt=1)  # now each target counts its own
+    assert plan.entries()[0]["left"] == {}
+
+
+def test_remove_one_and_clear_all() -> None:
+    specific, general = failure(target=1, error="one"), failure(error="all")
+    plan = FailurePlan([specific, general], random.Random(0))
+    assert plan.remove("failure-1") is True
+    assert plan.remove("failure-1") is False and plan.remove("fault-2") is False
+    assert plan.check("page", target=1) == general
+    assert [e["id"] for e in plan.entries()] == ["failure-2"]
+    assert plan.add(failure(point="catalog")) == "failure-3"  # an id is never given twice
+    plan.clear()
+    assert plan.entries() == [] and plan.check("page", target=1) is None
+
+
+def test_removing_an_entry_does_not_move_the_draws_of_the_others() -> None:
+    flaky = failure(probability=0.5)
+    kept = FailurePlan([failure(point="page", target=9), flaky], random.Random(4))
+    alone = FailurePlan([failure(point="page", target=9), flaky], random.Random(4))
+    kept.remove("failure-1")
+    assert [kept.check("page", target=1, attempt=a) for a in range(1, 30)] == [
+        alone.check("page", target=1, attempt=a) for a in range(1, 30)
+    ]

@@ -353,3 +353,57 @@ def test_fault_defaults() -> None:
         1,
         False,
     )
+
+
+# -- ids, listing and removal -----------------------------------------------------------
+
+
+def test_faults_have_ids_in_order_the_scenarios_first() -> None:
+    p = plan(fault(kind="diagnostic", after_event=3), fault(kind="stderr", on_state="done"))
+    assert p.add(fault(kind="split", times=2)) == "fault-3"
+    assert p.add(fault(kind="duplicate"), now=True) == "fault-4"
+    entries = p.entries()
+    assert [(e["id"], e["kind"], e["source"]) for e in entries] == [
+        ("fault-1", "diagnostic", "scenario"),
+        ("fault-2", "stderr", "scenario"),
+        ("fault-3", "split", "injected"),
+        ("fault-4", "duplicate", "injected"),
+    ]
+    assert [e["where"] for e in entries] == [
+        {"after_event": 3},
+        {"on_state": "done"},
+        {},
+        {"after_event": 1},
+    ]
+    assert [e["left"] for e in entries] == [
+        {"after_event": 3},
+        {},
+        {"times": 2},
+        {"after_event": 1},
+    ]
+
+
+def test_entries_count_what_fired_and_what_is_left() -> None:
+    p = plan(fault(kind="diagnostic", after_event=2), fault(kind="stderr", times=2))
+    run(p, ["running", "running", "running"])
+    diagnostic, stderr = p.entries()
+    assert diagnostic["fired"] == 1 and diagnostic["left"] == {"after_event": 0}
+    assert stderr["fired"] == 2 and stderr["left"] == {"times": 0}
+    p.add(fault(kind="diagnostic", probability=0.5))
+    assert p.entries()[-1]["where"] == {"probability": 0.5}
+
+
+def test_remove_and_clear_leave_the_scenarios_list_as_it_was() -> None:
+    declared = [fault(kind="diagnostic", text="one"), fault(kind="diagnostic", text="two")]
+    p = FaultPlan(declared, random.Random(0))
+    run(p, ["running"])
+    assert p.remove("fault-1") is True and p.remove("fault-1") is False
+    assert p.remove("failure-2") is False
+    assert written(p.actions(LINE, "running")) == LINE + b"two\n"
+    assert [e["id"] for e in p.entries()] == ["fault-2"]
+    assert p.fired == {"diagnostic"}  # what fired is still known once removed
+    p.clear()
+    assert not p and p.entries() == [] and p.actions(LINE, "running") == [Write(LINE)]
+    assert p.fired == {"diagnostic"}
+    assert len(declared) == 2  # another session of the scenario still has them
+    assert p.add(fault(kind="hang")) == "fault-3"

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from simulator.hosts.journal import Event, Exit, Line, Start, Timer
+from simulator.hosts.journal import Event, Exit, HttpFaultMet, Line, Record, Start, Timer
 from simulator.tools.journal import (
     JournalReadError,
     Violation,
@@ -185,7 +185,7 @@ def test_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path) -> None:
 # -- the reader's rules ------------------------------------------------------------------
 
 
-def lines_of(*records: Start | Line | Event | Timer | Exit) -> list[bytes]:
+def lines_of(*records: Record) -> list[bytes]:
     return [msgspec.json.encode(record) for record in records]
 
 
@@ -290,3 +290,40 @@ def test_timer_records_are_each_process_s_lateness() -> None:
     assert [type(r) for r in process.records] == [Exit]  # not in the listing
     listing, _ = render([process])
     assert listing[-1] == "1 process, no violations"
+
+
+def test_http_fault_records_are_listed_and_are_no_violation() -> None:
+    met = HttpFaultMet(5, 0.3, "GET", "/api/wiki", "http-1", "status")
+    late = HttpFaultMet(5, 0.6, "HEAD", "/", "http-2", "reset")  # after the exit record
+    records: list[Record] = [START, line('{"type":"quit"}'), met, Exit(5, 0.5, 0, "quit"), late]
+    (process,) = parse(lines_of(*records))
+    assert process.exit == Exit(5, 0.5, 0, "quit")
+    assert violations(process) == []
+    listing, found = render([process])
+    assert found == []
+    assert "      0.300  http   GET /api/wiki: http-1 status" in listing
+    assert "      0.600  http   HEAD /: http-2 reset" in listing
+    assert "  (no exit record)" not in listing
+    assert listing[-1] == "1 process, no violations"
+
+
+def test_an_http_fault_record_after_no_exit_is_still_no_exit() -> None:
+    records: list[Record] = [START, HttpFaultMet(5, 0.3, "GET", "/", "http-1", "delay")]
+    (process,) = parse(lines_of(*records))
+    assert process.exit is None
+    assert [v.kind for v in violations(process)] == ["no exit recorded"]
+
+
+def test_an_http_fault_records_path_is_printed_without_keys(tmp_path: Path) -> None:
+    records: list[Record] = [
+        Start(5, ["zread-sim", "browse", "--stdio"], "/p", "t", "browse"),
+        Line(5, 0.1, '{"llm_api_key":"sk-in-path-9"}', "serving", ["quit"], False, ""),
+        HttpFaultMet(5, 0.2, "GET", "/sk-in-path-9", "http-1", "status"),
+        Exit(5, 0.3, 0, "quit"),
+    ]
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b"".join(msgspec.json.encode(record) + b"\n" for record in records))
+    result = journal_of(path)
+    assert result.returncode == 0, result.stderr
+    assert "sk-in-path" not in result.stdout
+    assert "http   GET /***: http-1 status" in result.stdout

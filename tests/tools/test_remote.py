@@ -209,9 +209,10 @@ def test_snapshot_inject_and_set_speed(sock: str, spawn: Callable[..., Process])
         first = remote.snapshot()
         assert first["speed"] == 5.0 and first["paused"] is False
         failure = {"point": "page", "target": 4, "first": 99, "error": "page 4: remote"}
-        assert remote.inject(failure=failure) == {"injected": "failure"}
+        assert remote.inject(failure=failure) == {"injected": "failure", "id": "failure-1"}
         assert remote.inject(fault={"kind": "diagnostic", "text": "remote noise"}) == {
-            "injected": "fault"
+            "injected": "fault",
+            "id": "fault-1",
         }
         assert remote.set_speed(0) == {"speed": 0.0}
         process.send(GENERATE)
@@ -225,12 +226,41 @@ def test_snapshot_inject_and_set_speed(sock: str, spawn: Callable[..., Process])
     assert process.events[-1]["done"] is True
 
 
-def test_inject_takes_exactly_one_of_failure_and_fault(sock: str) -> None:
+def test_faults_remove_reset_and_set_timing(sock: str, spawn: Callable[..., Process]) -> None:
+    process = spawn("generate", "--scenario", "failing-pages", speed=1.0)
+    with Remote(sock) as remote:
+        assert remote.inject(fault={"kind": "diagnostic", "after_event": 9}) == {
+            "injected": "fault",
+            "id": "fault-1",
+        }
+        listed = remote.faults()
+        assert [(e["id"], e["source"]) for e in listed] == [
+            ("failure-1", "scenario"),
+            ("failure-2", "scenario"),
+            ("fault-1", "injected"),
+        ]
+        assert remote.remove("failure-2") == {"removed": "failure-2"}
+        assert remote.reset() == {"removed": ["failure-1", "fault-1"]}
+        assert remote.faults() == []
+        assert remote.set_timing("page", {"uniform": [0.0, 0.01]}) == {
+            "name": "page",
+            "timing": {"uniform": [0.0, 0.01]},
+        }
+        remote.set_timing("catalog_step", {"fixed": 0.0})
+        process.send(GENERATE)
+        done = process.wait_for(lambda e: e["done"])
+        assert done["vm"]["done_total"] == 16
+    assert process.finish() == 0
+
+
+def test_inject_takes_exactly_one_of_failure_fault_and_http(sock: str) -> None:
     remote = Remote(sock, timeout=0.1)  # nothing is sent: no simulator needed
     with pytest.raises(ValueError, match="exactly one"):
         remote.inject()
     with pytest.raises(ValueError, match="exactly one"):
         remote.inject(failure={"point": "page"}, fault={"kind": "hang"})
+    with pytest.raises(ValueError, match="exactly one of failure=, fault= and http="):
+        remote.inject(fault={"kind": "hang"}, http={"status": 503})
 
 
 def test_errors_come_back_as_remote_errors(at_gate: str) -> None:
@@ -239,8 +269,12 @@ def test_errors_come_back_as_remote_errors(at_gate: str) -> None:
             remote.set_speed(-1)
         with pytest.raises(RemoteError, match="'sun' is not one of the allowed values"):
             remote.inject(failure={"point": "sun"})
-        with pytest.raises(RemoteError, match=r"^Unsupported control request subtype: reset$"):
-            remote.request("reset")
+        with pytest.raises(RemoteError, match=r"^Unsupported control request subtype: rewind$"):
+            remote.request("rewind")
+        with pytest.raises(RemoteError, match=r"^remove: no failure or fault has the id 'x'$"):
+            remote.remove("x")
+        with pytest.raises(RemoteError, match=r"^set_timing: 'pages' is not a timing of"):
+            remote.set_timing("pages", {"fixed": 1.0})
         assert remote.snapshot()["speed"] == 0.0  # still usable after errors
 
 
