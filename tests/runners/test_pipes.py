@@ -143,6 +143,25 @@ def test_spawn_gives_event_lines_and_takes_commands() -> None:
         assert process.wait(5) == 0 and process.returncode == 0
 
 
+def test_a_scenarios_http_faults_meet_the_browse_server_behind_pipes() -> None:
+    import urllib.error
+    import urllib.request
+
+    from simulator.scenario import load_scenario
+
+    faulty = load_scenario(
+        "faulty", text='extends = "default"\n[[faults.http]]\npath = "/"\nstatus = 500\n'
+    )
+    with spawn("browse", "--port", "0", scenario=faulty, speed=0) as process:
+        event: dict[str, Any] = {}
+        while event.get("vm", {}).get("state") != "serving":
+            event = json.loads(process.stdout.readline())
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(event["vm"]["url"] + "/", timeout=5)
+        assert failed.value.code == 500
+        process.terminate()
+
+
 def test_a_rejected_command_gets_its_one_answer_through_the_pipe() -> None:
     with spawn("config", speed=0) as process:
         first = process.stdout.readline()

@@ -294,6 +294,21 @@ def test_close_stops_the_browse_server() -> None:
     assert refused(url)
 
 
+def test_a_scenarios_http_faults_meet_the_browse_server_in_virtual_time() -> None:
+    faulty = load_scenario(
+        "faulty",
+        text='extends = "default"\n[[faults.http]]\npath = "/api/wiki"\nstatus = 503\n'
+        'body = "busy"\nfirst = 1\n',
+    )
+    with start("browse", scenario=faulty) as session:
+        url = session.wait_state("serving")["vm"]["url"]
+        with pytest.raises(urllib.error.HTTPError) as busy:
+            urllib.request.urlopen(f"{url}/api/wiki", timeout=5)
+        assert (busy.value.code, busy.value.read()) == (503, b"busy")
+        with urllib.request.urlopen(f"{url}/api/wiki", timeout=5) as response:
+            assert response.status == 200  # first = 1: once only
+
+
 def test_quit_stops_the_browse_server_too() -> None:
     with start("browse", scenario="versions") as session:
         session.send("select_version", current=True)
