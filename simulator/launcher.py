@@ -20,6 +20,10 @@ number) to the child; a signal the launcher ignores stays ignored. It exits with
 child's code, or kills itself with the signal that ended the child, so the client sees
 what a process of its own would have shown. A connection that ends without a status
 (the server was killed, and its children with it) ends the launcher as SIGKILL would.
+The connect (while the server's backlog is full) and the server's first line each wait
+at most :data:`HANDOVER_TIMEOUT` (a server stopped or wedged): the launcher then closes
+the connection, which kills a child the server started for it, and runs the command
+itself.
 
 Without a server (no variable, no socket, nobody listening: a stale socket) or when
 it refuses (another uid), or when a standard stream is closed (the socket would take
@@ -122,8 +126,13 @@ def hand_over(path: str) -> int | None:
     except OSError:
         return None
     try:
-        conn.settimeout(HANDOVER_TIMEOUT)
+        # A blocking connect waits while the server's backlog is full, up to SO_SNDTIMEO
+        # (a timeout set with settimeout would fail at once: EAGAIN, for a Unix socket).
+        whole, part = int(HANDOVER_TIMEOUT), int(HANDOVER_TIMEOUT % 1 * 1e6) or 1
+        timeval = whole.to_bytes(8, sys.byteorder) + part.to_bytes(8, sys.byteorder)
+        conn.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
         conn.connect(path)
+        conn.settimeout(HANDOVER_TIMEOUT)  # then for the server's first line
         if not _ours(conn):  # a listener another user planted: hand it nothing
             conn.close()
             return None

@@ -46,7 +46,7 @@ import sys
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import gevent
 from locust import User, constant, events, task
@@ -265,7 +265,7 @@ class ZreadUser(User):
     def session(self) -> None:
         """One zread session, reported to Locust."""
         if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
-            raise StopUser
+            self._stopped()  # sessions_per_user = 0: it ran none
         shared = self._shared(self.environment)
         seed = self.seed if self.seed is not None else next(shared.seeds)
         self.client = ReferenceClient()
@@ -285,12 +285,17 @@ class ZreadUser(User):
         report.session(self.command)
         self._sessions += 1
         if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
-            runner = self.environment.runner
-            if isinstance(runner, WorkerRunner):
-                runner._send_stats()  # the master counts this user's figures before it quits
-            if runner is not None:
-                runner.send_message("zread_done", 1)
-            raise StopUser
+            self._stopped()
+
+    def _stopped(self) -> NoReturn:
+        """This user ran its ``sessions_per_user``: the run is told (it quits once every
+        user has), and the user stops."""
+        runner = self.environment.runner
+        if isinstance(runner, WorkerRunner):
+            runner._send_stats()  # the master counts this user's figures before it quits
+        if runner is not None:
+            runner.send_message("zread_done", 1)
+        raise StopUser
 
     def _fire(self, kind: str, name: str, ms: float, error: str) -> None:
         self.environment.events.request.fire(

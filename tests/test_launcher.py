@@ -3,10 +3,12 @@ itself (no variable, no socket, nobody listening, the ``serve`` command)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -179,3 +181,27 @@ def test_a_server_that_never_answers_is_given_up_on(
         with conn:
             assert conn.recv(1 << 20).startswith(launcher.MAGIC)
             assert conn.recv(1) == b""  # the launcher closed: a child started would die
+
+
+def test_a_full_backlog_is_waited_on_then_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "HANDOVER_TIMEOUT", 0.5)
+    path = str(tmp_path / "full.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen(0)
+        held = []
+        try:
+            for _ in range(3):  # fill the backlog: the next connect would wait
+                peer = socket.socket(socket.AF_UNIX)
+                peer.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    peer.connect(path)
+                held.append(peer)
+            began = time.monotonic()
+            assert launcher.hand_over(path) is None
+            assert time.monotonic() - began >= 0.4  # it waited, not refused at once
+        finally:
+            for peer in held:
+                peer.close()

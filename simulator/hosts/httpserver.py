@@ -280,8 +280,9 @@ class HttpServer:
         elif fault.dribble is not None:
             body = b"" if outcome.head else outcome.reply.body
             await self._send(writer, head)
-            pause = fault.dribble.over / fault.dribble.chunks
-            for piece in pieces(body, fault.dribble.chunks):
+            parts = pieces(body, fault.dribble.chunks)  # fewer than asked for a short body
+            pause = fault.dribble.over / max(1, len(parts))
+            for piece in parts:
                 await asyncio.sleep(pause)
                 await self._send(writer, piece)
         else:  # delay

@@ -36,10 +36,12 @@ import gevent.subprocess
 import msgspec
 
 from simulator.core.session import Session
+from simulator.hosts.effects import EffectHost
 from simulator.runners.hooks import Live, Observer
 from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
 from simulator.runners.stdio import LATENESS_FILE
+from simulator.scenario.httpfaults import HttpFaultPlan
 from simulator.tools.conformance import Checker
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from simulator.core.outcome import Outcome
     from simulator.scenario import Scenario
 
+MAX_LATENESS_FILE = 16 << 20
+"""The most bytes of a child's lateness file read."""
 PROCESS_TIMERS = "process timers"
 """The ``lateness`` name of a process's timers (it reports them without their names)."""
 
@@ -219,7 +223,8 @@ def run_inprocess(plan: Plan, prepared: Prepared, seed: int, report: Report) -> 
     )
     stage = OutputStage.for_scenario(prepared.scenario, seed=seed, speed=session.speed)
     client = _Client(plan, report, session)
-    live = LiveSession(session, stage, client, clock=time.monotonic, observer=client)
+    host = EffectHost(http_faults=HttpFaultPlan(prepared.scenario.http_faults, seed=seed))
+    live = LiveSession(session, stage, client, clock=time.monotonic, host=host, observer=client)
     deadline = report.started + plan.timeout
     try:
         live.start()
@@ -327,11 +332,13 @@ def _converse(plan: Plan, proc: Any, report: Report) -> int | None:
 
 def read_lateness(path: str) -> list[float]:
     """The lateness samples (seconds) a process wrote to ``path`` at exit
-    (``{"lateness_s": [...]}``, :data:`~simulator.runners.stdio.LATENESS_FILE`)."""
+    (``{"lateness_s": [...]}``, :data:`~simulator.runners.stdio.LATENESS_FILE`); none
+    from a file over :data:`MAX_LATENESS_FILE` bytes (no session writes that many)."""
     try:
         with open(path, "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+            raw = f.read(MAX_LATENESS_FILE + 1)
+        data = json.loads(raw) if len(raw) <= MAX_LATENESS_FILE else None
+    except (OSError, ValueError, RecursionError):
         return []
     samples = data.get("lateness_s") if isinstance(data, dict) else None
     if not isinstance(samples, list):

@@ -99,24 +99,38 @@ def _bind_private(path: str) -> socket.socket:
     moment, made without the umask: that is the whole process's, and a run served
     in-process is one thread of a client's. It is bound in a folder of its own (0700)
     beside ``path``, made 0600 there, then linked at ``path`` (a link, not a rename:
-    a file that appeared there since it was checked is kept, and refused).
-    """
-    folder = os.path.join(os.path.dirname(path) or ".", f".zread-sim-{os.getpid()}-{id(path)}")
-    os.mkdir(folder, 0o700)
+    a file that appeared there since it was checked is kept, and refused). Where that
+    folder's longer path would not fit a socket address (~104 bytes) and ``path``
+    does, the umask is set around a plain bind instead."""
+    folder = os.path.join(os.path.dirname(path) or ".", f".zs{os.urandom(4).hex()}")
     inner = os.path.join(folder, "s")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(inner)
-        os.chmod(inner, 0o600)
-        os.link(inner, path)
-    except OSError:
+        if len(os.fsencode(inner)) > _SOCKET_PATH_MAX:
+            old_umask = os.umask(0o177)
+            try:
+                listener.bind(path)
+            finally:
+                os.umask(old_umask)
+            return listener
+        os.mkdir(folder, 0o700)
+        try:
+            listener.bind(inner)
+            os.chmod(inner, 0o600)
+            os.link(inner, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(inner)
+            os.rmdir(folder)
+    except BaseException:
         listener.close()
         raise
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(inner)
-        os.rmdir(folder)
     return listener
+
+
+_SOCKET_PATH_MAX = 103
+"""The longest socket path every POSIX system here binds (sun_path: 108 bytes on
+Linux, 104 on macOS, a NUL included)."""
 
 
 def _prepare_socket_path(path: str) -> None:

@@ -388,7 +388,7 @@ class LiveSession:
         if not self._stopped and self._resume_at is None:
             if self._done:
                 self._finish(0)
-            elif self.input_closed and not self._told and self.next_wakeup() is None:
+            elif self.input_closed and not self._told and self._waits_for_an_answer():
                 self._told = True
                 if self.quit_at_eof:
                     self.quit(how="eof-quit")
@@ -397,6 +397,11 @@ class LiveSession:
                 self.endpoint.stderr(NOBODY_ANSWERS.format(waiting=waiting))
         if self.observer is not None:
             self.observer.settled(self)
+
+    def _waits_for_an_answer(self) -> bool:
+        """Nothing is due and nothing can come but an answer (a paused run is not
+        waiting for one: a control peer may resume it)."""
+        return self._paused_at is None and self.next_wakeup() is None
 
     def _end(self, code: int) -> None:
         """An exit, or the reader gone: nothing more is written or read."""

@@ -15,6 +15,9 @@ import random
 
 import msgspec
 
+_EXP_MAX = 700.0
+"""The largest exponent a lognormal draw takes (``math.exp`` overflows past ~709)."""
+
 
 class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A lognormal delay: half the draws fall below ``median``; none above ``max``."""
@@ -69,4 +72,6 @@ class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         assert self.lognormal is not None
         spec = self.lognormal
         z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box-Muller
-        return min(spec.median * math.exp(spec.sigma * z), spec.max)
+        # The exponent is held below exp's overflow: a huge sigma draws huge delays, as
+        # asked, never an OverflowError.
+        return min(spec.median * math.exp(min(spec.sigma * z, _EXP_MAX)), spec.max)

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 
 from simulator.launch import build_session
 from simulator.runners import controlled
-from simulator.runners.controlled import ControlAddressError, parse_address
+from simulator.runners.controlled import ControlAddressError, _bind_private, parse_address
 from simulator.runners.stdio import ProcessEndpoint
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
@@ -198,3 +199,26 @@ def test_a_listener_that_never_answers_is_refused_in_time(short_dir: str) -> Non
         assert os.path.exists(path)
         for client in waiting:
             client.close()
+
+
+@pytest.mark.parametrize("length", [20, 100])
+def test_a_control_socket_is_0600_from_its_first_moment_short_path_or_long(
+    length: int,
+) -> None:
+    folder = tempfile.mkdtemp(prefix="zs")
+    try:
+        deep = os.path.join(folder, "d" * max(1, length - len(folder) - 8))
+        os.mkdir(deep)
+        path = os.path.join(deep, "c.sock")
+        umask = os.umask(0o022)
+        os.umask(umask)
+        listener = _bind_private(path)
+        try:
+            mode = os.stat(path).st_mode
+            assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+            assert os.listdir(deep) == ["c.sock"]  # no folder of its own left behind
+            assert os.umask(umask) == umask  # as it was
+        finally:
+            listener.close()
+    finally:
+        shutil.rmtree(folder)

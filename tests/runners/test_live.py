@@ -55,6 +55,18 @@ def test_with_quit_at_eof_the_end_of_input_is_a_quit_once_an_answer_is_awaited()
     assert keeper.stderr_lines == [] and told.ends == [(0, "eof-quit")]
 
 
+def test_a_paused_run_is_not_waiting_for_an_answer_until_resumed() -> None:
+    told = Told()
+    runner, keeper, _ = live("generate", observer=told)
+    runner.quit_at_eof = True
+    runner.start()
+    runner.pause()  # a control peer holds it: it may resume it
+    runner.received(b"")
+    assert not runner.finished and keeper.stderr_lines == []
+    runner.resume()
+    assert runner.finished and told.ends == [(0, "eof-quit")]
+
+
 def test_done_ends_the_run_with_code_0_and_stops_reading() -> None:
     runner, keeper, clock = live("generate", "-y")
     runner.start()

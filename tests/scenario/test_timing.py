@@ -161,3 +161,11 @@ def test_refusal_explains_lognormal_median() -> None:
 def test_a_delay_must_be_finite(spec: dict[str, object]) -> None:
     with pytest.raises(msgspec.ValidationError, match="finite"):
         msgspec.convert(spec, Delay)
+
+
+def test_a_huge_sigma_draws_huge_delays_never_an_overflow() -> None:
+    import random
+
+    huge = msgspec.convert({"lognormal": {"median": 1.0, "sigma": 1000.0}}, Delay)
+    draws = [huge.draw(random.Random(seed)) for seed in range(50)]
+    assert all(d >= 0 for d in draws) and max(draws) > 1e100
