@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import random
 import sys
 import weakref
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import gevent
+import gevent.lock
 from locust import User, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, Runner, WorkerRunner
@@ -62,6 +64,8 @@ if TYPE_CHECKING:
     from locust.env import Environment
     from locust.rpc.protocol import Message
 
+_SHARING = gevent.lock.Semaphore()
+"""Held while the first user of a class builds what its users share."""
 SAMPLE_EVERY = 0.1
 """Seconds between two samples of RSS and live sessions."""
 SEEDS_PER_WORKER = 1_000_000
@@ -227,12 +231,22 @@ class ZreadUser(User):
     """Sessions each user runs before it stops; None: until the run ends."""
     timeout: ClassVar[float] = 600.0
     """Seconds a session may take to reach done:true before it counts as failed."""
+    start_spread: ClassVar[float] = 1.0
+    """Seconds over which a user's first session starts, at a random moment: Locust's
+    dispatcher starts a second's worth of users at once (its spawn rate is per second),
+    and sessions that all start in one turn of the loop would make the timers already
+    due wait behind them. Spread, they start at the spawn rate. 0: at once."""
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.client = ReferenceClient()
         """The reference client of the session that runs (a fresh one each session)."""
         self._sessions = 0
+
+    def on_start(self) -> None:
+        """Wait a random moment within :attr:`start_spread` before the first session."""
+        if self.start_spread > 0:
+            gevent.sleep(random.random() * self.start_spread)
 
     def answer(self, event: dict[str, Any]) -> bytes | None:
         """The command line (newline included) to send for ``event``, or None to send
@@ -244,7 +258,12 @@ class ZreadUser(User):
         """What the users of this class share in this process (made by the first, with
         a warm-up session, before any measured session: the RSS before is read then)."""
         shared = cls.__dict__.get("_zread_shared")
-        if not isinstance(shared, _Shared):
+        if isinstance(shared, _Shared):
+            return shared
+        with _SHARING:  # the warm-up yields: the other users wait for it, not start theirs
+            shared = cls.__dict__.get("_zread_shared")
+            if isinstance(shared, _Shared):
+                return shared
             runner = environment.runner
             index = getattr(runner, "worker_index", 0) or 0
             seeds = itertools.count(cls.first_seed + index * SEEDS_PER_WORKER)
@@ -259,7 +278,7 @@ class ZreadUser(User):
                 memory.before = _rss_with_children()
             shared = _Shared(prepared, seeds)
             setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
-        return shared
+            return shared
 
     @task
     def session(self) -> None:
