@@ -123,6 +123,7 @@ def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
         class Slow(ZreadUser):
             speed = 0.1
             sessions_per_user = 1
+            start_spread = 0  # all four start together
 
         @events.quitting.add_listener
         def show(environment, **_):
