@@ -54,6 +54,8 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 
+from simulator.scenario.httpfaults import has_body
+
 MAX_HEAD: Final = 32 << 10
 """The largest request line and headers, together, in bytes."""
 MAX_HEADERS: Final = 100
@@ -70,7 +72,9 @@ class Reply(Protocol):
     """One answer: its status, its content type and its body."""
 
     @property
-    def status(self) -> HTTPStatus: ...
+    def status(self) -> int:
+        """An HTTPStatus, or any status 100-599 (a fault's)."""
+        ...
 
     @property
     def content_type(self) -> str: ...
@@ -138,21 +142,28 @@ _NOT_IMPLEMENTED: Final = _own(
 
 def response(version: str, reply: Reply, *, head: bool = False) -> bytes:
     """The bytes of an answer: the status line in HTTP/``version``, the headers, the
-    body (none for HEAD, whose headers are GET's)."""
-    status = reply.status
+    body (none for HEAD, whose headers are GET's). A status without a known reason
+    phrase has an empty one; one whose answer has no body (1xx, 204, 304) gets no
+    content headers and no body."""
+    status = int(reply.status)
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""  # the reason phrase may be empty; the space before it stays
     lines = [
-        f"HTTP/{version} {status.value} {status.phrase}",
+        f"HTTP/{version} {status} {phrase}",
         "Server: zread-sim",
         f"Date: {email.utils.formatdate(usegmt=True)}",
-        f"Content-Type: {reply.content_type}",
-        f"Content-Length: {len(reply.body)}",
-        "X-Content-Type-Options: nosniff",
     ]
-    if status is HTTPStatus.METHOD_NOT_ALLOWED:
+    body = has_body(status)
+    if body:
+        lines += [f"Content-Type: {reply.content_type}", f"Content-Length: {len(reply.body)}"]
+    lines.append("X-Content-Type-Options: nosniff")
+    if status == HTTPStatus.METHOD_NOT_ALLOWED:
         lines.append(f"Allow: {', '.join(ALLOWED_METHODS)}")
     lines.append("Connection: close")
     data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return data if head else data + reply.body
+    return data + reply.body if body and not head else data
 
 
 @dataclass(frozen=True, slots=True)

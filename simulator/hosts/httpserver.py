@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import errno
 import functools
 import itertools
@@ -59,11 +58,11 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
-from http import HTTPStatus
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from simulator.hosts.httprequest import Exchange, Hosts, Outcome, Reply, response
-from simulator.scenario.httpfaults import Firing, HttpFaultPlan, has_body
+from simulator.scenario.httpfaults import Firing, HttpFaultPlan
 
 if TYPE_CHECKING:
     from simulator.hosts.httprequest import Answer
@@ -326,24 +325,19 @@ def pieces(body: bytes, count: int) -> list[bytes]:
     return [body[start:end] for start, end in itertools.pairwise(bounds)]
 
 
+@dataclass(frozen=True, slots=True)
+class _FaultReply:
+    """A fault's answer: its status, with its body as plain text."""
+
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+
+
 def status_answer(outcome: Outcome, status: int, body: bytes) -> bytes:
-    """A fault's answer: ``status`` (any 100-599, its reason phrase when it has a known
-    one) with ``body`` as plain text, in the request's version (no body for HEAD or a
-    status that has none)."""
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = ""  # the reason phrase may be empty; the space before it stays
-    lines = [
-        f"HTTP/{outcome.version} {status} {phrase}",
-        "Server: zread-sim",
-        f"Date: {email.utils.formatdate(usegmt=True)}",
-    ]
-    if has_body(status):
-        lines += ["Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}"]
-    lines.append("Connection: close")
-    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return data if outcome.head or not has_body(status) else data + body
+    """A fault's answer: ``status`` (any 100-599) with ``body`` as plain text, in the
+    request's version, as :func:`~simulator.hosts.httprequest.response` writes any."""
+    return response(outcome.version, _FaultReply(status, body), head=outcome.head)
 
 
 def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
