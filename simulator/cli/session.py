@@ -109,7 +109,6 @@ def _session(
 ) -> int:
     from simulator.hosts.effects import EffectHost
     from simulator.runners.stdio import LATENESS_FILE, ProcessRunner
-    from simulator.scenario.httpfaults import HttpFaultPlan
 
     hosted = IN_PROCESS.get()
     cwd = os.getcwd() if hosted is None else hosted.cwd
@@ -137,9 +136,7 @@ def _session(
         stdout,
         scenario=scenario,
         seed=args.seed,
-        effects=EffectHost(
-            home=store, http_faults=HttpFaultPlan(scenario.http_faults, seed=args.seed)
-        ),
+        effects=EffectHost.for_scenario(scenario, seed=args.seed, home=store),
         frame=args.frame,
         control=args.control,
         journal=journal,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from simulator.scenario import Scenario
     from simulator.scenario.httpfaults import HttpFaultPlan
     from simulator.scenario.world import World
 
@@ -81,6 +82,17 @@ class EffectHost:
         self.home = home
         self._http_faults = http_faults
         self.http_journal = http_journal
+
+    @classmethod
+    def for_scenario(
+        cls, scenario: Scenario | None, *, seed: int, home: Store | None = None
+    ) -> EffectHost:
+        """The host of a session of ``scenario`` (none: no HTTP fault): its wiki
+        server meets the scenario's ``[[faults.http]]``, drawn from ``seed``."""
+        from simulator.scenario.httpfaults import HttpFaultPlan
+
+        faults = HttpFaultPlan(scenario.http_faults if scenario else (), seed=seed)
+        return cls(home=home, http_faults=faults)
 
     @property
     def http_faults(self) -> HttpFaultPlan:

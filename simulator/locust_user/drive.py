@@ -41,7 +41,6 @@ from simulator.runners.hooks import Live, Observer
 from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
 from simulator.runners.stdio import LATENESS_FILE
-from simulator.scenario.httpfaults import HttpFaultPlan
 from simulator.tools.conformance import Checker
 
 if TYPE_CHECKING:
@@ -223,7 +222,7 @@ def run_inprocess(plan: Plan, prepared: Prepared, seed: int, report: Report) -> 
     )
     stage = OutputStage.for_scenario(prepared.scenario, seed=seed, speed=session.speed)
     client = _Client(plan, report, session)
-    host = EffectHost(http_faults=HttpFaultPlan(prepared.scenario.http_faults, seed=seed))
+    host = EffectHost.for_scenario(prepared.scenario, seed=seed)
     live = LiveSession(session, stage, client, clock=time.monotonic, host=host, observer=client)
     deadline = report.started + plan.timeout
     try:

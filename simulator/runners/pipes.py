@@ -20,7 +20,6 @@ import threading
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
-from simulator.hosts.effects import EffectHost
 from simulator.runners.stdio import ProcessRunner
 
 if TYPE_CHECKING:
@@ -49,17 +48,7 @@ class PipeProcess:
         # Closed by _serve when the run ends.
         stdin = open(in_r, "rb", buffering=0)  # noqa: SIM115
         stdout = open(out_w, "wb", buffering=0)  # noqa: SIM115
-        from simulator.scenario.httpfaults import HttpFaultPlan
-
-        faults = HttpFaultPlan(scenario.http_faults if scenario else (), seed=seed)
-        self._runner = ProcessRunner(
-            session,
-            stdin,
-            stdout,
-            scenario=scenario,
-            seed=seed,
-            effects=EffectHost(http_faults=faults),
-        )
+        self._runner = ProcessRunner(session, stdin, stdout, scenario=scenario, seed=seed)
         self._thread = threading.Thread(
             target=self._serve, args=(stdin, stdout), name=f"zread-sim {session.command}"
         )

@@ -105,7 +105,8 @@ class ProcessEndpoint:
 
 class ProcessRunner:
     """Runs one session between a readable and a writable binary stream; the transport
-    faults are ``scenario``'s (none without one), drawn from ``seed``."""
+    faults are ``scenario``'s (none without one), drawn from ``seed``, and so are its
+    wiki server's HTTP faults unless ``effects`` are given."""
 
     def __init__(
         self,
@@ -137,7 +138,7 @@ class ProcessRunner:
         self._stage = OutputStage.for_scenario(
             scenario, seed=seed, speed=session.speed, frame=frame
         )
-        self._host = effects or EffectHost()
+        self._host = effects or EffectHost.for_scenario(scenario, seed=seed)
         self._clock = clock
         self._control = control
         """``--control``: "" (none), ``stdio`` or ``unix:PATH``."""

@@ -295,11 +295,9 @@ def start(
         from statecharts import load_chart
 
         store = FileStore(home, where if load_chart(command).uses_project else None)
-    from simulator.scenario.httpfaults import HttpFaultPlan
-
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
-    faults = HttpFaultPlan(scenario.http_faults, seed=seed)  # the wiki server's, if it serves
-    return SimSession(session, effects=EffectHost(home=store, http_faults=faults), peer=peer)
+    effects = EffectHost.for_scenario(scenario, seed=seed, home=store)
+    return SimSession(session, effects=effects, peer=peer)
 
 
 class ZreadSim:

@@ -598,3 +598,15 @@ def test_a_journal_that_raises_does_not_stop_the_answer() -> None:
         assert status_of(started.url + "/") == 503
     finally:
         host.close()
+
+
+def test_a_host_for_a_scenario_has_its_http_faults_and_none_without_one() -> None:
+    from simulator.scenario import load_scenario
+
+    faulty = load_scenario(
+        "faulty", text='extends = "default"\n[[faults.http]]\npath = "/"\nreset = true\n'
+    )
+    host = EffectHost.for_scenario(faulty, seed=3)
+    (entry,) = host.http_faults.entries()
+    assert (entry["id"], entry["kind"], entry["source"]) == ("http-1", "reset", "scenario")
+    assert EffectHost.for_scenario(None, seed=3).http_faults.entries() == []
