@@ -328,13 +328,10 @@ class LiveSession:
             # write of the whole line, as the output stage would say (and counted so).
             if observer is not None:
                 observer.produced(self, outcome)
-            write = self.endpoint.write
             for event in outcome:
                 if self._stopped:
                     return
-                if not write(event):  # (4) the reader went away: a quiet end
-                    self._ending = "reader-gone"
-                    self._end(0)
+                self._act_write(event)
             return
         actions = stage.actions(outcome)
         if observer is not None:
