@@ -76,6 +76,8 @@ def _receive(
     import array
     import socket
 
+    from simulator.warmsocket import passed_fds
+
     conn = socket.socket(fileno=chan)
     fds = array.array("i")
     data = b""
@@ -84,9 +86,7 @@ def _receive(
         chunk, ancillary, _flags, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(4 * fds.itemsize))
         if not chunk:
             return None
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        fds.extend(passed_fds(ancillary))
         data += chunk
         if len(data) >= 11:
             size = 4 + (launcher.request_size(data[4:11]) or 0)

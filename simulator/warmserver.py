@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable
 
 from simulator import launcher
-from simulator.warmsocket import ServeError, listen, remove
+from simulator.warmsocket import ServeError, listen, passed_fds, remove
 from simulator.warmup import die_with_parent, load_libc, rehearse, warm_up
 
 MAX_REQUEST = 16 << 20
@@ -107,15 +107,6 @@ class _Spare:
     def __init__(self, pid: int, pidfd: int, chan: socket.socket) -> None:
         self.pid, self.pidfd, self.chan = pid, pidfd, chan
         self.forked = time.monotonic()
-
-
-def _passed_fds(ancillary: list[tuple[int, int, bytes]]) -> array.array[int]:
-    """The file descriptors ``SCM_RIGHTS`` passed in a message's ancillary data."""
-    fds = array.array("i")
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    return fds
 
 
 def _fds(launch: _Launch) -> array.array[int]:
@@ -274,7 +265,7 @@ class WarmServer:
             return
         except OSError:
             data, ancillary = b"", []
-        launch.fds.extend(_passed_fds(ancillary))
+        launch.fds.extend(passed_fds(ancillary))
         if launch.pid:  # the child runs: a byte is a signal, the end a kill
             self._relay(launch, data)
         elif len(launch.fds) > 3:  # a request carries three: more is not a launcher's

@@ -2,16 +2,18 @@
 
 Owns: :func:`listen` (the socket ``zread-sim serve`` listens on, and the folder made for
 it), the checks on a folder given with ``--socket`` and on what is already at its path,
-and :func:`remove` (what stopping leaves behind: nothing). The socket is ``zread.sock``
-in a folder made by ``tempfile.mkdtemp`` (0700), or the path ``--socket`` gives, whose
-folder must exist, be this uid's and grant nothing to group or others; the socket is
-0600. A live server at that path is refused, a stale socket replaced.
+:func:`remove` (what stopping leaves behind: nothing), and :func:`passed_fds` (the
+descriptors a message carried, read the same way by the server and its children). The
+socket is ``zread.sock`` in a folder made by ``tempfile.mkdtemp`` (0700), or the path
+``--socket`` gives, whose folder must exist, be this uid's and grant nothing to group
+or others; the socket is 0600. A live server at that path is refused, a stale socket replaced.
 
 Must not: accept a connection; the loop is :mod:`simulator.warmserver`'s.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import os
 import socket
@@ -90,3 +92,12 @@ def remove(path: str, made: str | None) -> None:
         import shutil
 
         shutil.rmtree(made, ignore_errors=True)
+
+
+def passed_fds(ancillary: list[tuple[int, int, bytes]]) -> array.array[int]:
+    """The file descriptors ``SCM_RIGHTS`` passed in a message's ancillary data."""
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return fds

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.warmsocket import ServeError, listen, remove
+from simulator.warmsocket import ServeError, listen, passed_fds, remove
 
 
 def test_a_socket_of_its_own_is_0600_in_a_0700_folder_removed_after() -> None:
@@ -60,3 +60,22 @@ def test_a_live_server_is_refused_a_stale_socket_replaced_a_file_kept(tmp_path: 
     with pytest.raises(ServeError, match="not a socket"):
         listen(str(path))
     assert path.read_text() == "mine"
+
+
+def test_passed_fds_are_the_descriptors_a_message_carried() -> None:
+    import array
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs, open(os.devnull, "rb") as null:
+        sent = array.array("i", [null.fileno(), null.fileno()])
+        ours.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, sent.tobytes())])
+        _, ancillary, _, _ = theirs.recvmsg(16, socket.CMSG_SPACE(8 * sent.itemsize))
+        got = passed_fds(ancillary)
+        try:
+            assert len(got) == 2 and all(
+                os.fstat(fd).st_ino == os.fstat(null.fileno()).st_ino for fd in got
+            )
+        finally:
+            for fd in got:
+                os.close(fd)
+        assert list(passed_fds([])) == []
