@@ -52,11 +52,12 @@ def test_in_process_sessions_report_lateness_commands_and_sessions(tmp_path: Pat
             args = ()
             scenario = "flaky-pages"
             speed = 0.02
+            sessions_per_user = 2
         """
-    code, out, rows = locust(tmp_path, body, "-u", "3", "-r", "10", "-t", "3s")
+    # The run quits when every user has run its sessions; -t only bounds a broken run.
+    code, out, rows = locust(tmp_path, body, "-u", "3", "-r", "10", "-t", "40s")
     assert code == 0, out
-    sessions, failed = count(rows, "session", "generate")
-    assert sessions >= 3 and failed == 0
+    assert count(rows, "session", "generate") == (6, 0)
     for trigger in ("_page_done", "_catalog_step", "_retry_due"):
         assert count(rows, "lateness", trigger)[0] > 0
     answered, failed = count(rows, "command", "select_action")
@@ -64,13 +65,16 @@ def test_in_process_sessions_report_lateness_commands_and_sessions(tmp_path: Pat
 
 
 def test_a_subclass_with_nothing_in_it_is_a_working_locustfile(tmp_path: Path) -> None:
-    # The defaults: generate, -y, the default scenario, speed 1 (a session takes longer
-    # than the run: what it reports in its first seconds is enough).
+    # The defaults: generate, -y, the default scenario, speed 1, sessions until the run
+    # ends. A session takes longer than the run: what it reports in its first seconds is
+    # enough. Each user's first catalog step is due within 1.3 s of the start (its start
+    # spread, 1 s, and the step, 0.15-0.28 s) plus the warm-up; 6 s leaves a loaded
+    # machine room for the warm-up and Locust's own start.
     body = """
         class Generate(ZreadUser):
             pass
         """
-    code, out, rows = locust(tmp_path, body, "-u", "2", "-r", "10", "-t", "2s")
+    code, out, rows = locust(tmp_path, body, "-u", "2", "-r", "10", "-t", "6s")
     assert code == 0, out
     assert ("command", "select_action") not in rows  # -y: generate asks nothing first
     late, failed = count(rows, "lateness", "_catalog_step")
