@@ -78,14 +78,39 @@ def connect(write: Callable[[bytes], object], channel: Channel) -> Conn:
     return conn
 
 
-def _declared(failure: Failure) -> Failure:
-    """``failure``, when its point is one some command declares (a misspelt point would
-    never fail); ValueError naming it otherwise."""
+ENTRIES = ("failure", "fault", "http")
+"""What ``inject`` takes, one at a time."""
+
+
+def _declared(failure: Failure, command: str | None) -> Failure:
+    """``failure``, when its point is one ``command`` declares (None: any command's): a
+    misspelt point, or another command's, would never fail; ValueError naming it
+    otherwise."""
     from statecharts import failure_points
 
-    if failure.point not in failure_points():
+    owner = failure_points().get(failure.point)
+    if owner is None:
         raise ValueError(f"inject: point: {failure.point!r} is not one of the allowed values")
+    if command is not None and owner != command:
+        raise ValueError(
+            f"inject: point: {failure.point!r} is a failure point of {owner}, "
+            f"not of {command}: it would never fail"
+        )
     return failure
+
+
+def _shown(fault: Fault, session: object) -> Fault:
+    """``fault``, when its ``on_state`` is a state the session's command shows (a state
+    it never shows would keep the fault waiting for ever); ValueError otherwise."""
+    if fault.on_state and isinstance(session, Session):
+        chart = session.runtime.chart
+        shown = sorted({spec.vm_state for spec in chart.states.values()})
+        if fault.on_state not in shown:
+            raise ValueError(
+                f"inject: on_state: {fault.on_state!r} is not a state {chart.name} shows "
+                f"({', '.join(shown)}): the fault would never fire"
+            )
+    return fault
 
 
 class FaultSource(Protocol):
@@ -112,17 +137,22 @@ def sources(channel: Channel) -> list[FaultSource]:
 
 
 def _inject(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
-    """``inject``'s answer: the entry's kind and id; ValueError when it is no entry."""
+    """``inject``'s answer: the entry's kind and id; ValueError when it is no entry, or
+    more than one (a second would be dropped without a word)."""
+    given = [key for key in ENTRIES if key in request]
+    if len(given) > 1:
+        raise ValueError(f"inject takes one entry at a time, not {' and '.join(given)}")
+    session = channel.session
+    command = session.runtime.chart.name if isinstance(session, Session) else None
     try:
         if "failure" in request:
-            failure = _declared(msgspec.convert(request["failure"], Failure))
-            session = channel.session
+            failure = _declared(msgspec.convert(request["failure"], Failure), command)
             if not isinstance(session, Session):
                 session.inject(failure)  # a replay's refusal, in its words
                 raise ValueError("inject: this session takes no failure")
             return {"injected": "failure", "id": session.runtime.inject(failure)}
         if "fault" in request:
-            fault = msgspec.convert(request["fault"], Fault)
+            fault = _shown(msgspec.convert(request["fault"], Fault), session)
             now = not (fault.after_event or fault.on_state or fault.probability < 1.0)
             return {"injected": "fault", "id": channel.stage.faults.add(fault, now=now)}
         if "http" in request:

@@ -182,6 +182,18 @@ def test_inject_a_fault_at_a_state_waits_for_it() -> None:
         ({"failure": {"point": "page", "first": -1}}, "inject: first and target must be >= 0"),
         ({"fault": {"kind": "exit", "code": 300}}, "inject: code must be 0-255"),
         ({"fault": {}}, "inject: kind: missing"),
+        (
+            {"fault": {"kind": "diagnostic"}, "http": {"reset": True}},
+            "inject takes one entry at a time, not fault and http",
+        ),
+        (
+            {"failure": {"point": "download", "first": 1}},
+            "inject: point: 'download' is a failure point of update, not of generate",
+        ),
+        (
+            {"fault": {"kind": "stderr", "on_state": "nosuchstate"}},
+            "inject: on_state: 'nosuchstate' is not a state generate shows (",
+        ),
     ],
 )
 def test_inject_refuses_and_changes_nothing(params: dict[str, Any], message: str) -> None:
