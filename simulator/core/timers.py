@@ -16,9 +16,14 @@ Must not: read the wall clock, sleep, or know what a trigger does.
 from __future__ import annotations
 
 import heapq
+import sys
 from typing import Any
 
 import msgspec
+
+_LATEST = sys.float_info.max
+"""The latest deadline: a delay (at most ``timing.MAX_SECONDS``) times a speed far past
+any use could overflow to infinity, which a snapshot could not show as JSON."""
 
 
 class Timer(msgspec.Struct, order=True):
@@ -62,7 +67,7 @@ class Timers:
     ) -> int:
         """Fire ``trigger`` ``seconds`` (times the speed) from now; the timer's ``seq``."""
         self.armed = seq = self.armed + 1
-        deadline = self.now + seconds * self.speed
+        deadline = min(self.now + seconds * self.speed, _LATEST)
         timer = Timer(deadline, seq, trigger, payload, state, repeat_after)
         heapq.heappush(self._heap, (deadline, seq, timer))
         self._live[seq] = timer
@@ -120,7 +125,7 @@ class Timers:
         now = self.now
         for timer in self._live.values():
             remaining = timer.deadline - now
-            timer.deadline = now + (remaining * speed / old if old else 0.0)
+            timer.deadline = min(now + (remaining * speed / old if old else 0.0), _LATEST)
         self._heap = [(timer.deadline, timer.seq, timer) for timer in self._live.values()]
         heapq.heapify(self._heap)
 

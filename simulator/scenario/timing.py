@@ -17,6 +17,10 @@ import msgspec
 
 _EXP_MAX = 700.0
 """The largest exponent a lognormal draw takes (``math.exp`` overflows past ~709)."""
+MAX_SECONDS = 1e9
+"""The longest delay, about 31 years: a scenario may ask for "never", and a longer one,
+times a speed, could leave the range of a float (a deadline of infinity, which no JSON
+answer can show)."""
 
 
 class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -35,6 +39,8 @@ class Lognormal(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             raise ValueError("lognormal sigma must be >= 0")
         if self.max < 0:
             raise ValueError("lognormal max must be >= 0")
+        if self.median > MAX_SECONDS:
+            raise ValueError(f"lognormal median must be <= {MAX_SECONDS:,.0f} seconds")
 
 
 class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -51,6 +57,8 @@ class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         numbers = [self.fixed] if self.fixed is not None else list(self.uniform or ())
         if not all(math.isfinite(n) for n in numbers):
             raise ValueError("a delay must be a finite number of seconds")
+        if any(n > MAX_SECONDS for n in numbers):
+            raise ValueError(f"a delay must be at most {MAX_SECONDS:,.0f} seconds")
         if self.fixed is not None and self.fixed < 0:
             raise ValueError("fixed must be >= 0")
         if self.uniform is not None:
@@ -73,5 +81,5 @@ class Delay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         spec = self.lognormal
         z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box-Muller
         # The exponent is held below exp's overflow: a huge sigma draws huge delays, as
-        # asked, never an OverflowError.
-        return min(spec.median * math.exp(min(spec.sigma * z, _EXP_MAX)), spec.max)
+        # asked, never an OverflowError, and none longer than MAX_SECONDS.
+        return min(spec.median * math.exp(min(spec.sigma * z, _EXP_MAX)), spec.max, MAX_SECONDS)

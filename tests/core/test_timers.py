@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import sys
+
 import pytest
 
 from simulator.core.timers import Timer, Timers
@@ -105,3 +108,13 @@ def test_as_json_is_what_a_snapshot_shows() -> None:
         {"trigger": "_past", "deadline": 1.0, "in": 0.0},
         {"trigger": "_later", "deadline": 3.5, "in": 1.5},
     ]
+
+
+def test_a_deadline_past_the_range_of_a_float_is_held_at_the_latest() -> None:
+    # A delay times a speed far past any use would be infinity: no JSON shows it.
+    timers = Timers(now=1.0, speed=1e300)
+    timers.arm("_far", 1e9, {})
+    timers.rescale(1e305)
+    (timer,) = timers.pending()
+    assert timer.deadline == sys.float_info.max
+    assert all(math.isfinite(entry["deadline"]) for entry in timers.as_json())

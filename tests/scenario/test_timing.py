@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from typing import Any
 
 import msgspec
 import pytest
 
-from simulator.scenario.timing import Delay, Lognormal
+from simulator.scenario.timing import MAX_SECONDS, Delay, Lognormal
 
 
 def delay(spec: dict[str, Any]) -> Delay:
@@ -168,4 +169,21 @@ def test_a_huge_sigma_draws_huge_delays_never_an_overflow() -> None:
 
     huge = msgspec.convert({"lognormal": {"median": 1.0, "sigma": 1000.0}}, Delay)
     draws = [huge.draw(random.Random(seed)) for seed in range(50)]
-    assert all(d >= 0 for d in draws) and max(draws) > 1e100
+    assert all(d >= 0 for d in draws) and max(draws) == MAX_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"fixed": 1e308}, "a delay must be at most 1,000,000,000 seconds"),
+        ({"uniform": [0.0, 2e9]}, "a delay must be at most 1,000,000,000 seconds"),
+        (
+            {"lognormal": {"median": 1e10, "sigma": 0.1}},
+            "lognormal median must be <= 1,000,000,000 seconds",
+        ),
+    ],
+)
+def test_a_delay_longer_than_max_seconds_is_refused(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(msgspec.ValidationError, match=re.escape(message)):
+        msgspec.convert(spec, Delay)
+    assert msgspec.convert({"fixed": MAX_SECONDS}, Delay).fixed == MAX_SECONDS
