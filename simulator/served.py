@@ -6,7 +6,8 @@ that play the process's stdin, stdout and stderr, with the environment and worki
 directory the launch gave it, so help, usage errors, exit codes, the journal, HOME, the
 project's files, scenarios and faults are exactly the process's. It owns those
 descriptors and closes them when the run ends, as a process's exit closes its own: the
-reader of its stdout then sees the end. Its signals: :meth:`ServedCall.signal` does to
+reader of its stdout then sees the end (after a kill, at once: /dev/null takes their
+place before the thread has stopped). Its signals: :meth:`ServedCall.signal` does to
 the run what the signal does to the process (SIGTERM, SIGINT and SIGHUP quit, SIGKILL
 and the other deadly ones end it at once, the rest are ignored), through the
 :class:`~simulator.runners.stdio.ProcessRunner` the session hands over
@@ -69,6 +70,8 @@ class ServedCall:
         self._runner: ProcessRunner | None = None
         self._pending: int | None = None  # a signal that came before the runner existed
         self._lock = threading.Lock()
+        self._closed = False  # the run let its descriptors go (under _lock)
+        self._killed = 0  # -signum once a deadly signal came: the exit code whatever happens
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"zread {pid}", daemon=True)
         self._thread.start()
@@ -103,9 +106,11 @@ class ServedCall:
 
             write_line(err_fd, f"zread: internal error: {type(error).__name__}")
         finally:
-            for fd in {in_fd, out_fd, err_fd}:  # the process's end: its readers see EOF
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            with self._lock:  # never while signal() puts /dev/null in their place
+                for fd in {in_fd, out_fd, err_fd}:  # the process's end: readers see EOF
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._closed = True
             self._exited(code)
 
     def _started(self, runner: ProcessRunner) -> None:
@@ -119,7 +124,9 @@ class ServedCall:
         with self._lock:
             first = self.returncode is None
             if first:
-                self.returncode = int(code)  # an exit status, not the program's enum
+                # A killed run that ends first (its stdin at the end) was killed all the same.
+                code = self._killed or int(code)  # an exit status, not the program's enum
+                self.returncode = code
             told, self._on_exit = self._on_exit, []
         self._ended.set()
         if first:
@@ -146,14 +153,33 @@ class ServedCall:
         """Do what ``signum`` does to a zread process: quit, end at once, or nothing."""
         if signum in IGNORED or self.returncode is not None:
             return
+        deadly = signum not in QUITS
+        if deadly:
+            self._cut_off(signum)  # first: nothing the run writes from now on reaches anyone
         with self._lock:
             runner = self._runner
             if runner is None:  # still starting: the session takes it once it exists
                 self._pending = signum
         if runner is not None:
             _deliver(runner, signum)
-        if signum not in QUITS:
+        if deadly:
             self._exited(-signum)  # dead to its parent now; the thread lets go when it can
+
+    def _cut_off(self, signum: int) -> None:
+        """Put /dev/null in place of the run's descriptors, as a killed process's are
+        closed before its parent can wait for it: the reader of its stdout sees the end
+        at once, and what the thread still writes before it stops (a final event under
+        ``--control``, which quits) reaches no one. A writer to its stdin gets EPIPE once
+        the thread has left its wait on it (the wait holds the pipe open), at once."""
+        from simulator.runners.stdio import point_at_devnull
+
+        with self._lock:
+            self._killed = self._killed or -signum
+            if self._closed:
+                return
+            for fd in set(self._fds):
+                with contextlib.suppress(OSError):  # out of descriptors: at the thread's end
+                    point_at_devnull(fd)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread itself (after a kill it may finish a write first)."""

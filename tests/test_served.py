@@ -100,6 +100,25 @@ def test_sigkill_ends_it_at_once_and_journals_nothing_more(
     assert all(json.loads(line)["pid"] == PID for line in journal.read_text().splitlines())
 
 
+@pytest.mark.parametrize("control", [(), ("--control", "stdio")], ids=["plain", "control"])
+def test_after_a_kill_its_ends_are_gone_before_its_parent_can_wait(
+    served: list[Ends], tmp_path: Path, control: tuple[str, ...]
+) -> None:
+    # A killed process's descriptors are closed by the kernel before wait() returns:
+    # the reader sees the end at once and nothing more comes, even under --control,
+    # where the run quits (and writes a last event) instead of dying; a writer gets EPIPE.
+    ends = Ends(["zread", "generate", "--stdio", "--no-files", *control], tmp_path)
+    served.append(ends)
+    ends.line()
+    ends.call.signal(signal.SIGKILL)
+    assert ends.call.wait(0) == -signal.SIGKILL
+    os.set_blocking(ends.stdout, False)
+    assert os.read(ends.stdout, 1 << 16) == b""  # the end, now, without waiting for the run
+    assert ends.call.join(5)
+    with pytest.raises(BrokenPipeError):
+        os.write(ends.stdin, b'{"type":"quit"}\n')
+
+
 def test_a_signal_while_it_starts_is_taken_once_the_session_exists(
     served: list[Ends], tmp_path: Path
 ) -> None:

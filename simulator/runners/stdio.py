@@ -50,9 +50,10 @@ def write_line(fd: int, line: str) -> None:
 
 
 def point_at_devnull(fd: int) -> None:
-    """Make ``fd`` write to /dev/null: its reader sees the end, later writes vanish."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
+    """Make ``fd`` /dev/null: the other end of its pipe sees it closed, later writes
+    vanish and reads find the end."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, fd, inheritable=False)
     os.close(devnull)
 
 
