@@ -34,7 +34,12 @@ take the loop's whole state as arguments.
   keeps in reserve, accepts and closes the connection (its launcher runs the command
   itself), and takes the reserve again, rather than spin on a listener that stays
   readable; a spare that dies unused within a second of its fork is forked again after
-  a pause that doubles up to :data:`MAX_RESPAWN_PAUSE`, never in a tight loop.
+  a pause that doubles up to :data:`MAX_RESPAWN_PAUSE`, never in a tight loop; so is a
+  spare whose fork fails (EAGAIN at the process limit, ENOMEM), and a launch that finds
+  no spare and cannot have one forked is closed at once (its launcher runs the command
+  itself).
+- **Its starter gone**: with ``--stop-at-eof`` (what :mod:`simulator.tools.serve` asks
+  for), the end of stdin is a stop: a test session killed hard leaves no server behind.
 
 Must not: run a command in the server process itself once it serves, or read a
 launcher's request before it is whole (a slow peer never blocks the others).
@@ -49,6 +54,7 @@ import os
 import selectors
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -109,6 +115,33 @@ class _Spare:
         self.forked = time.monotonic()
 
 
+def _fork(theirs: socket.socket, ahead: bool) -> int:
+    """Fork a spare on ``theirs``, the relayed signals blocked around the fork (the
+    child lets them in once it catches them); the child's pid."""
+    relayed = set(launcher.RELAYED_NUMBERS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, relayed)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child never comes back into this loop, whatever happens
+            try:
+                from simulator.warmchild import wait_and_become
+
+                wait_and_become(theirs.detach(), die_with_parent, rehearse if ahead else None)
+            finally:
+                os._exit(70)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, relayed)
+    return pid
+
+
+def _pipe_or_socket(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _fds(launch: _Launch) -> array.array[int]:
     """What a spare is given: the launcher's three streams, then the connection itself
     (the child says its exit code on it, before its exit is reaped)."""
@@ -119,9 +152,12 @@ def _fds(launch: _Launch) -> array.array[int]:
 class WarmServer:
     """The loop: accept launchers, fork children, relay signals, report statuses."""
 
-    def __init__(self, listener: socket.socket, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self, listener: socket.socket, warn: Callable[[str], None], *, stop_at_eof: bool = False
+    ) -> None:
         self._listener = listener
         self._warn = warn
+        self._stop_at_eof = stop_at_eof
         self._selector = selectors.DefaultSelector()
         self._stopping = False
         self._wake = -1
@@ -151,8 +187,10 @@ class WarmServer:
         self.catch_stop()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._selector.register(wake_read, selectors.EVENT_READ, "wake")
+        if self._stop_at_eof:
+            self._selector.register(0, selectors.EVENT_READ, "stdin")
         self._reserve = os.open(os.devnull, os.O_RDONLY)
-        self._spare = self._fork_spare()
+        self._fork_ahead()
         try:
             while not self._stopping:  # a stop during the warm-up is seen at once
                 for key, _ in self._selector.select(self._timeout()):
@@ -180,9 +218,12 @@ class WarmServer:
         elif data == "wake":
             with contextlib.suppress(OSError):
                 os.read(self._wake, 512)
+        elif data == "stdin":
+            self._read_stdin()
         elif isinstance(data, tuple):  # (the launch, "child"): its child ended
             self._reap(data[0])
-        elif isinstance(data, _Spare):  # a spare died unused: another takes its place
+        elif isinstance(data, _Spare) and data.pidfd >= 0:  # a spare died unused
+            # (one buried or handed to a launch earlier in this turn is no longer ours)
             self._bury(data)
             self._respawn(data)
         elif isinstance(data, _Launch) and data.conn is not None:  # (closed this turn)
@@ -203,7 +244,20 @@ class WarmServer:
         if self._respawn_at is not None and self._respawn_at <= now:
             self._respawn_at = None
             if self._spare is None and not self._stopping:
-                self._spare = self._fork_spare()
+                self._fork_ahead()
+
+    def _read_stdin(self) -> None:
+        """``--stop-at-eof``: the end of stdin (its starter gone) stops the server; what
+        it reads otherwise means nothing."""
+        try:
+            data = os.read(0, 512)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._selector.unregister(0)
+            self._stopping = True
 
     def _respawn(self, dead: _Spare) -> None:
         """Another spare for ``dead``: at once, unless spares die as soon as they are
@@ -212,8 +266,21 @@ class WarmServer:
             return
         if time.monotonic() - dead.forked >= 1.0:
             self._respawn_pause = 0.0
-            self._spare = self._fork_spare()
+            self._fork_ahead()
             return
+        self._back_off()
+
+    def _fork_ahead(self) -> None:
+        """Fork the spare for the next launch; when no process can be had (EAGAIN at
+        the process limit, ENOMEM, out of fds), try again after a pause, as for a
+        spare that keeps dying."""
+        try:
+            self._spare = self._fork_spare()
+        except OSError:
+            self._back_off()
+
+    def _back_off(self) -> None:
+        """The next spare after a pause that doubles each time, up to the longest."""
         self._respawn_pause = min(MAX_RESPAWN_PAUSE, max(0.05, 2 * self._respawn_pause))
         self._respawn_at = time.monotonic() + self._respawn_pause
 
@@ -306,8 +373,13 @@ class WarmServer:
         if len(launch.fds) != 3:
             self._close(launch)
             return
-        spare = self._spare or self._fork_spare(ahead=False)
-        self._spare = None
+        spare, self._spare = self._spare, None
+        if spare is None:
+            try:
+                spare = self._fork_spare(ahead=False)
+            except OSError:  # no process to be had: the launcher runs its command itself
+                self._close(launch)
+                return
         try:
             message = launch.launcher_pid.to_bytes(4, "big") + request
             sent = spare.chan.sendmsg(
@@ -318,11 +390,13 @@ class WarmServer:
         except OSError:  # the spare died: the launcher runs its command itself
             self._close(launch)
             self._bury(spare)
+            self._respawn(spare)
             return
         finally:
             spare.chan.close()
         extra = bytes(launch.data[size:])
         launch.pid, launch.pidfd = spare.pid, spare.pidfd
+        spare.pidfd = -1  # the launch's now: its event this turn, if any, is not a spare's
         launch.drop_fds()
         self._launches[launch.pid] = launch
         self._selector.modify(launch.pidfd, selectors.EVENT_READ, (launch, "child"))
@@ -339,26 +413,29 @@ class WarmServer:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        relayed = set(launcher.RELAYED_NUMBERS)
-        signal.pthread_sigmask(signal.SIG_BLOCK, relayed)
         try:
-            pid = os.fork()
-            if pid == 0:  # the child never comes back into this loop, whatever happens
-                try:
-                    from simulator.warmchild import wait_and_become
-
-                    wait_and_become(theirs.detach(), die_with_parent, rehearse if ahead else None)
-                finally:
-                    os._exit(70)
+            pid = _fork(theirs, ahead)
+        except OSError:  # EAGAIN at the process limit, ENOMEM: the caller copes
+            ours.close()
+            raise
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, relayed)
-        theirs.close()
-        spare = _Spare(pid, os.pidfd_open(pid), ours)
+            theirs.close()
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # out of fds: a spare that cannot be watched is not kept
+            ours.close()
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        spare = _Spare(pid, pidfd, ours)
         self._selector.register(spare.pidfd, selectors.EVENT_READ, spare)
         return spare
 
     def _bury(self, spare: _Spare) -> None:
-        """A spare that died before it was used: reaped, forgotten."""
+        """A spare that died before it was used: reaped, forgotten. Once only: by a
+        second call its pid and its pidfd's number may be another's."""
+        if spare.pidfd < 0:
+            return
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(spare.pidfd)
         with contextlib.suppress(OSError):
@@ -366,6 +443,7 @@ class WarmServer:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(spare.pid, 0)
         os.close(spare.pidfd)
+        spare.pidfd = -1
         spare.chan.close()
         if self._spare is spare:
             self._spare = None
@@ -378,8 +456,8 @@ class WarmServer:
         del self._launches[launch.pid]
         launch.reply(b"exit %d" % code if code >= 0 else b"signal %d" % -code)
         self._close(launch)
-        if self._spare is None and not self._stopping:
-            self._spare = self._fork_spare()
+        if self._spare is None and not self._stopping and self._respawn_at is None:
+            self._fork_ahead()
 
     def _close(self, launch: _Launch) -> None:
         self._pending.discard(launch)
@@ -403,12 +481,19 @@ class WarmServer:
                 self._close(key.data)
 
 
-def serve(path: str | None, *, ready: Callable[[str], None], warn: Callable[[str], None]) -> int:
+def serve(
+    path: str | None,
+    *,
+    ready: Callable[[str], None],
+    warn: Callable[[str], None],
+    stop_at_eof: bool = False,
+) -> int:
     """Listen at ``path`` (a private folder of its own when None), warm up, say
-    ``ready(socket path)``, and serve until stopped; the exit code."""
+    ``ready(socket path)``, and serve until stopped (or, ``stop_at_eof``, until stdin
+    ends); the exit code."""
     listener, where, made = listen(path)
     try:
-        server = WarmServer(listener, warn)
+        server = WarmServer(listener, warn, stop_at_eof=stop_at_eof)
         server.catch_stop()
         scratch = tempfile.mkdtemp(prefix="zread-sim-warm-")
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the runs must not take them
@@ -447,6 +532,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the socket to listen on; its folder must be yours and 0700 "
         "(default: zread.sock in a private folder made for it)",
     )
+    parser.add_argument(
+        "--stop-at-eof",
+        action="store_true",
+        help="stop when standard input (a pipe or a socket) ends: a server started by "
+        "another program then ends with it",
+    )
     return parser
 
 
@@ -460,6 +551,9 @@ def main(argv: list[str]) -> int:
         return 2
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else 0
+    if args.stop_at_eof and not _pipe_or_socket(0):  # /dev/null or a file: at its end at once
+        sys.stderr.write(f"{PROG}: --stop-at-eof needs a pipe or a socket on stdin\n")
+        return 2
 
     def ready(path: str) -> None:
         sys.stdout.write(f"{launcher.VARIABLE}={path}\n")
@@ -473,7 +567,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
 
     try:
-        return serve(args.socket, ready=ready, warn=warn)
+        return serve(args.socket, ready=ready, warn=warn, stop_at_eof=args.stop_at_eof)
     except ServeError as error:
         warn(str(error).removeprefix("serve: "))
         return 2

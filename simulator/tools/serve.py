@@ -6,7 +6,9 @@ and its command line are :mod:`simulator.warmserver`'s, the launcher
 :mod:`simulator.launcher`'s; docs/serve.md says how to use them.
 
 ``serve`` prints one line, ``ZREAD_SIM_SERVER=<socket path>``, once it is ready, and
-runs in the foreground until SIGTERM, SIGINT or SIGHUP. A ``zread`` started with that
+runs in the foreground until SIGTERM, SIGINT or SIGHUP, or until its stdin, a pipe from
+the process that started it, ends (``--stop-at-eof``): a test session killed hard
+(SIGKILL, the OOM killer) takes its server with it. A ``zread`` started with that
 variable set (or with it baked into its script) runs in a child of the server, on its
 own standard streams, and exits as it would have: a client sees no difference but the
 time it takes.
@@ -40,10 +42,10 @@ class ServerProcess:
         root = str(Path(__file__).resolve().parents[2])
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "simulator", "serve"],
+            [sys.executable, "-m", "simulator", "serve", "--stop-at-eof"],
             cwd=root,  # -m finds the simulator this module is part of
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # its end (this process gone, even killed) stops the server
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -74,6 +76,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
 
 
 _KEYS: dict[str, Any] = {}

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,42 @@ def test_a_server_process_says_its_socket_and_stops() -> None:
     server.stop()
     server.stop()  # twice is harmless
     assert server.proc.returncode == 0 and not Path(server.path).exists()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no one has reaped yet does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_server_process_ends_with_its_starter_even_killed() -> None:
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from simulator.tools.serve import ServerProcess\n"
+            "server = ServerProcess()\n"
+            "print(server.proc.pid, server.path, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert starter.stdout is not None
+        pid, path = starter.stdout.readline().decode().split()
+        assert _running(int(pid)) and os.path.exists(path)
+    finally:
+        starter.send_signal(signal.SIGKILL)  # a session killed hard: no cleanup runs
+        starter.communicate()
+    deadline = time.monotonic() + 20
+    while (_running(int(pid)) or os.path.exists(path)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _running(int(pid)) and not os.path.exists(path)  # stopped, cleaned up
 
 
 UNNEEDED = ("-p", "no:faker", "-p", "no:pytest-subprocess", "-p", "no:hypothesispytest")
