@@ -16,7 +16,9 @@ child ended, ``exit N`` or ``signal N``.
 After ``ok`` the launcher points its own 0, 1 and 2 at /dev/null (the client sees the
 end of stdout when the child closes it, not when the launcher exits) and waits,
 relaying SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (each one byte, its
-number) to the child; a signal the launcher ignores stays ignored. It exits with the
+number) to the child; SIGQUIT, SIGUSR1 or SIGUSR2 left ignored by whoever started the
+launcher stays ignored (SIGTERM, SIGINT and SIGHUP are quit whatever their parent set,
+as without a server: the program catches them before the hand-over). It exits with the
 child's code, or kills itself with the signal that ended the child, so the client sees
 what a process of its own would have shown. A connection that ends without a status
 (the server was killed, and its children with it) ends the launcher as SIGKILL would.
