@@ -4,7 +4,10 @@ Owns: :class:`DiskSite` (a :class:`~simulator.hosts.wikiserver.Site`): the index
 version's wiki.json, a page its ``.md`` file, read when asked for, each time from the
 project down by directory descriptor, following no link. A page that is not a regular
 file reached so, or is too large, or is not UTF-8, is not served (the server answers
-404) and one line on stderr says why: a cloned repository can plant a link to any file.
+404) and, the first time, one line on stderr says why (``zread-sim: browse: <path>: not
+served: a link``; or ``reached through a link``, ``missing``, ``not a regular file``,
+``not readable``, ``over 8 MiB``, ``not UTF-8``): a cloned repository can plant a link
+to any file.
 
 Must not: write anything.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -47,8 +51,9 @@ class DiskSite:
     @classmethod
     def open(cls, project: Path, version: str) -> DiskSite | None:
         """The version's site, or None when it has no readable wiki.json there."""
-        data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
-        if data is None:
+        try:
+            data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
+        except (_Unread, OSError):
             return None
         where = project.joinpath(*WIKI_PATH, "versions", version, wf.WIKI_JSON)
         return cls(project, version, data, wf.decode_wiki(data, str(where)))
@@ -60,18 +65,15 @@ class DiskSite:
         parts = ("versions", self._version_dir, name)
         try:
             data = _read_in_wiki(self._path, parts, LIMITS["page"])
-        except OSError:
-            data = None
-        problem = ""
-        if data is None:
-            problem = "not a regular file"
-        elif len(data) > LIMITS["page"]:
-            problem = f"over {LIMITS['page'] >> 20} MiB"
-        else:
-            try:
-                return data.decode("utf-8")
-            except UnicodeDecodeError:
-                problem = "not UTF-8"
+            if len(data) > LIMITS["page"]:
+                raise _Unread(f"over {LIMITS['page'] >> 20} MiB")
+            return data.decode("utf-8")
+        except _Unread as why:
+            problem = str(why)
+        except OSError:  # a read that failed midway
+            problem = "not readable"
+        except UnicodeDecodeError:
+            problem = "not UTF-8"
         self._refuse(name, problem)
         return None
 
@@ -92,24 +94,47 @@ class DiskSite:
         return self._json
 
 
-def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes | None:
-    """A file below ``project/.zread/wiki`` reached through no link, or None (also for
-    a part that is not one plain name: ``..`` goes nowhere)."""
+class _Unread(Exception):
+    """Why a file below the wiki was not read: the end of its stderr line."""
+
+
+def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes:
+    """A file below ``project/.zread/wiki`` reached through no link (at most ``limit +
+    1`` bytes); :class:`_Unread` saying why when there is none so (also for a part that
+    is not one plain name: ``..`` goes nowhere)."""
     if not all(is_plain_name(part) for part in parts):
-        return None
+        raise _Unread("not a plain name")
     try:
         top = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return None
+        raise _Unread("no project directory") from None
     try:
         directory = dirfd.open_path(top, (*WIKI_PATH, *parts[:-1]), str(project))
+    except dirfd.LinkRefused:
+        raise _Unread("reached through a link") from None
     except dirfd.FilesError:
-        return None
+        raise _Unread("not in a directory") from None
     finally:
         os.close(top)
     if directory is None:
-        return None
+        raise _Unread("missing")
     try:
-        return dirfd.read_file(directory, parts[-1], limit)
+        data = dirfd.read_file(directory, parts[-1], limit)
+        if data is None:
+            raise _Unread(_not_read(directory, parts[-1]))
+        return data
     finally:
         os.close(directory)
+
+
+def _not_read(directory: int, name: str) -> str:
+    """Why ``name`` in ``directory`` was not read as a regular file."""
+    try:
+        mode = os.lstat(name, dir_fd=directory).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "not readable"
+    if stat.S_ISLNK(mode):
+        return "a link"
+    return "not readable" if stat.S_ISREG(mode) else "not a regular file"

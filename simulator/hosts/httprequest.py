@@ -27,18 +27,23 @@ Go's net/http does. The rules:
   answered (``localhost``, the address, ``[::1]`` for ``::1``, each with or without the
   port); any other is ``421`` and, for the first :data:`REFUSALS_SHOWN` names, one
   stderr line each (a web page reaching the server through DNS rebinding reads
-  nothing). A request with no ``Host`` (HTTP/1.0) is answered.
+  nothing). A request with no ``Host`` (HTTP/1.0) is answered. A target in absolute
+  form (``http://name/path``) names its server too, and that name wins over ``Host``
+  (RFC 9112 §3.2.2): it must be one of these names as well, else ``421``.
 - The body is never used: one over :data:`MAX_BODY` is ``413`` at once, unread; a
   smaller one is read and dropped; a chunked one, or one behind
   ``Expect: 100-continue``, is not waited for.
-- Methods: GET and HEAD are answered by ``answer(path)`` (the path percent-decoded,
-  without the query); any other is ``405`` with ``Allow: GET, HEAD``. An ``answer``
-  that raises is ``500``.
+- Methods: GET and HEAD are the site's to answer: :meth:`Exchange.receive` gives an
+  :class:`Ask` (the path percent-decoded, without the query), and its caller gets the
+  reply from :func:`asked` (``answer(path)``, off its event loop: a page may take
+  seconds to render) and the answer from :meth:`Ask.outcome`; any other method is
+  ``405`` with ``Allow: GET, HEAD``. An ``answer`` that raises is ``500``.
 - Every answer has ``Content-Length`` and ``Connection: close``; HEAD's has no body.
 
-Must not: do I/O (but the stderr line of a refused ``Host``), keep more of a request
-than h11 buffers (:data:`MAX_HEAD`) and a few bytes, or let an exception out of
-:meth:`Exchange.receive`.
+Must not: do I/O (but the stderr line of a refused ``Host``), call the site's
+``answer`` (:func:`asked` does, on the caller's worker), keep more of a request than
+h11 buffers (:data:`MAX_HEAD`) and a few bytes, or let an exception out of
+:meth:`Exchange.receive` or :func:`asked`.
 """
 
 from __future__ import annotations
@@ -167,6 +172,29 @@ def response(version: str, reply: Reply, *, head: bool = False) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class Ask:
+    """A request the site answers: the path it is asked for (percent-decoded, without
+    the query), and how the answer goes out (its HTTP version, HEAD or not)."""
+
+    path: str
+    version: str = "1.1"
+    head: bool = False
+
+    def outcome(self, reply: Reply) -> Outcome:
+        """The answer, once the site's ``reply`` (:func:`asked`) is made."""
+        return Outcome(reply, self.version, self.head)
+
+
+def asked(answer: Answer, path: str) -> Reply:
+    """What ``answer`` replies for ``path``: a ``500`` when it raises (a page that
+    cannot be made is an answer, not a crash)."""
+    try:
+        return answer(path)
+    except Exception:
+        return _FAILED
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How a request is answered: the reply, in which HTTP version, with its body or
     not (HEAD)."""
@@ -218,12 +246,11 @@ def _header(request: h11.Request, name: bytes) -> str | None:
 
 class Exchange:
     """One connection's request, read from the bytes :meth:`receive` is given, and
-    its answer. :attr:`abandoned` is true once the peer ended its side before its
-    request was whole (nothing is answered then)."""
+    its answer, or the site's :class:`Ask`. :attr:`abandoned` is true once the peer
+    ended its side before its request was whole (nothing is answered then)."""
 
-    def __init__(self, hosts: Hosts, answer: Answer) -> None:
+    def __init__(self, hosts: Hosts) -> None:
         self._hosts = hosts
-        self._answer = answer
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self._request: h11.Request | None = None
         self._start = b""  # the first bytes: a HEAD that h11 refused has no body
@@ -231,9 +258,10 @@ class Exchange:
         self._received = 0
         self.abandoned = False
 
-    def receive(self, data: bytes) -> Outcome | None:
+    def receive(self, data: bytes) -> Outcome | Ask | None:
         """Take ``data`` (``b""``: the peer ended its side); the answer once it is
-        decided, else None (more bytes needed, or :attr:`abandoned`)."""
+        decided, or the :class:`Ask` when the site decides it, else None (more bytes
+        needed, or :attr:`abandoned`)."""
         if len(self._start) < 8:
             self._start = (self._start + data)[:8]
         self._line_ended = self._line_ended or b"\n" in data
@@ -281,10 +309,16 @@ class Exchange:
         head = self._received - len(self._h11.trailing_data[0])
         if head > MAX_HEAD or len(request.headers) > MAX_HEADERS:
             return _HEAD_TOO_LARGE
-        host = _header(request, b"host")
-        if not self._hosts.allows(host):
-            self._hosts.refused(host or "")
-            return _MISDIRECTED
+        try:
+            target = urlsplit(request.target.decode("latin-1"))
+        except ValueError:  # "//[x/": a bracket urlsplit cannot read as a host
+            return _BAD_REQUEST
+        # An absolute target's authority, not Host, names the server (RFC 9112 §3.2.2):
+        # both must be this one.
+        for host in (_header(request, b"host"), target.netloc if target.scheme else None):
+            if not self._hosts.allows(host):
+                self._hosts.refused(host or "")
+                return _MISDIRECTED
         length = _header(request, b"content-length")
         if length is not None and int(length) > MAX_BODY:  # h11 checked its digits
             return _TOO_LARGE
@@ -297,7 +331,7 @@ class Exchange:
             return False
         return not self._h11.they_are_waiting_for_100_continue
 
-    def _outcome(self, request: h11.Request, refused: _Own | None) -> Outcome:
+    def _outcome(self, request: h11.Request, refused: _Own | None) -> Outcome | Ask:
         method = request.method.decode("ascii")
         version = "1.0" if request.http_version == b"1.0" else "1.1"
         head = method == "HEAD"
@@ -305,12 +339,5 @@ class Exchange:
             return Outcome(refused, version, head)
         if method not in ALLOWED_METHODS:
             return Outcome(_NOT_ALLOWED, version, head)
-        try:
-            path = unquote(urlsplit(request.target.decode("latin-1")).path)
-        except ValueError:  # "//[x/": a bracket urlsplit cannot read as a host
-            return Outcome(_BAD_REQUEST, version, head)
-        try:
-            reply = self._answer(path)
-        except Exception:  # a page that cannot be made is a 500, not a crash
-            reply = _FAILED
-        return Outcome(reply, version, head)
+        path = unquote(urlsplit(request.target.decode("latin-1")).path)  # read in _refuse
+        return Ask(path, version, head)

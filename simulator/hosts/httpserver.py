@@ -2,8 +2,9 @@
 
 Owns: :class:`HttpServer`, which serves a listening socket (bound by its caller) from
 an event loop on a thread of its own: how many connections are open at once, each
-connection's deadlines, moving its bytes, and closing it all. What a request is
-answered is :mod:`simulator.hosts.httprequest`'s (h11 reads it there).
+connection's deadlines, moving its bytes, asking the site off the loop, and closing it
+all. What a request is answered is :mod:`simulator.hosts.httprequest`'s (h11 reads it
+there).
 
 Why asyncio and h11. One thread per connection, a bounded number of them (http.server's
 way, as this server had), ties a thread and a slot to each peer for as long as the peer
@@ -31,9 +32,18 @@ command that serves no wiki. The rules:
   dropped too). Then the server ends its side and drops what the peer still sends, for
   :data:`LINGER` seconds and :data:`LINGER_BYTES` at most, so a peer still sending a
   body is not reset before it reads the answer.
+- The site is asked off the loop: ``answer`` runs on one of at most :data:`WORKERS`
+  daemon threads (started as they are needed), because a page can take seconds to
+  render (markdown-it is pure Python, and slow on some inputs), while the loop goes on
+  reading and answering the other connections; past :data:`WORKERS` requests being
+  answered, the next waits for a thread. Requests for a path already being answered
+  wait for that answer rather than asking again (a browser reloading a slow page does
+  not fill the threads). The threads are daemons: a render under way holds neither
+  :meth:`HttpServer.close` nor the process's exit; its answer, come too late, is
+  dropped.
 - :meth:`HttpServer.close` stops accepting, releases the port and ends every open
-  connection at once, whatever it is waiting for, and returns within
-  :data:`STOP_WAIT` seconds.
+  connection at once, whatever it is waiting for (a render included), and returns
+  within :data:`STOP_WAIT` seconds.
 - Faults (:mod:`simulator.scenario.httpfaults`): with a plan, each GET or HEAD the
   site answers is matched against it (its method and path) once its answer is
   decided, and a fault it meets changes how the answer goes out: another status and
@@ -42,9 +52,13 @@ command that serves no wiki. The rules:
   ``fault``, ``kind``); what it raises is dropped.
 
 Must not: write to stdout (the protocol's), log requests, let a traceback reach stderr
-(a connection that fails is closed, quietly), hold a connection, a descriptor or
-memory without bound, or wait on a peer but by the loop (``answer`` is called on the
-loop: it must not block either; a page is a small file rendered in milliseconds).
+(a connection that fails is closed, quietly), hold a connection, a descriptor, a thread
+or memory without bound, wait on a peer but by the loop, or call ``answer`` on the
+loop (the GIL is shared with a thread rendering, but it is handed over every few
+milliseconds, so the loop stays prompt).
+
+Over 400 lines, for its docstring's rules: a connection's life, its faults and the
+threads that answer it are one lifetime, which :meth:`HttpServer.close` ends at once.
 """
 
 from __future__ import annotations
@@ -54,14 +68,15 @@ import contextlib
 import errno
 import functools
 import itertools
+import queue
 import socket
 import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-from simulator.hosts.httprequest import Exchange, Hosts, Outcome, Reply, response
+from simulator.hosts.httprequest import Ask, Exchange, Hosts, Outcome, Reply, asked, response
 from simulator.scenario.httpfaults import Firing, HttpFaultPlan
 
 if TYPE_CHECKING:
@@ -86,6 +101,8 @@ STOP_WAIT: Final = 2.0
 """How long close() waits for the loop to end every connection and stop."""
 _READ: Final = 64 << 10
 """The most bytes taken from a connection at once."""
+WORKERS: Final = 4
+"""The most threads asking the site at once (each server's own)."""
 
 
 def connection_cap() -> int:
@@ -99,6 +116,64 @@ def connection_cap() -> int:
     if soft == resource.RLIM_INFINITY:
         return MAX_CONNECTIONS
     return max(1, min(MAX_CONNECTIONS, soft // 2))
+
+
+_Job: TypeAlias = tuple[Callable[[], Reply], asyncio.AbstractEventLoop, asyncio.Future[Reply]]
+
+
+class _Workers:
+    """At most ``size`` daemon threads, started as they are needed, making replies off
+    the loop (concurrent.futures' threads are not daemons: the interpreter's exit
+    joins them, and so would wait for a render)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._size = size
+        self._name = name
+        self._started = 0
+        self._lock = threading.Lock()
+
+    def run(self, make: Callable[[], Reply]) -> asyncio.Future[Reply]:
+        """``make()`` on a thread; its reply, on the running loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Reply] = loop.create_future()
+        self._jobs.put((make, loop, future))
+        if not self._idle.acquire(blocking=False):  # no thread is free: one more, if allowed
+            with self._lock:
+                if self._started < self._size:
+                    self._started += 1
+                    name = f"{self._name}:worker{self._started}"
+                    threading.Thread(target=self._work, name=name, daemon=True).start()
+        return future
+
+    def stop(self) -> None:
+        """End each thread once its job is done (one under way is not waited for)."""
+        with self._lock:
+            for _ in range(self._started):
+                self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            make, loop, future = job
+            made: Reply | Exception
+            try:
+                made = make()
+            except Exception as err:  # not expected: asked() makes a 500 of it
+                made = err
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_settle, future, made)
+            self._idle.release()
+
+
+def _settle(future: asyncio.Future[Reply], made: Reply | Exception) -> None:
+    """On the loop: ``future`` gets what a worker made (unless it is done already)."""
+    if future.done():
+        return
+    if isinstance(made, Exception):
+        future.set_exception(made)
+    else:
+        future.set_result(made)
 
 
 class HttpServer:
@@ -125,6 +200,8 @@ class HttpServer:
         host, port = listener.getsockname()[:2]
         self._hosts = Hosts(str(host), int(port))
         self._tasks: set[asyncio.Task[None]] = set()
+        self._asking: dict[str, asyncio.Future[Reply]] = {}  # the paths being answered
+        self._workers = _Workers(WORKERS, name)
         self._cap = connection_cap()
         self._closing = False
         self._lock = threading.Lock()
@@ -176,6 +253,7 @@ class HttpServer:
         finally:
             self._listener.close()
             loop.close()
+            self._workers.stop()
 
     async def _main(self) -> None:
         accepting = asyncio.create_task(self._accept())
@@ -216,16 +294,20 @@ class HttpServer:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await asyncio.open_connection(sock=conn, limit=_READ)
-            paths: list[str] = []  # the path the site was asked for, if it was
             try:
                 async with asyncio.timeout(self.request_timeout):
-                    outcome = await self._read(reader, paths)
+                    got = await self._read(reader)
             except TimeoutError:
                 return  # the deadline: closed unanswered
-            if outcome is None:
+            if got is None:
                 return  # the peer ended its side before its request
+            path = None  # the path the site is asked for, if it is
+            if isinstance(got, Ask):
+                path = got.path
+                got = got.outcome(await self._reply(path))
+            outcome = got
             writer.transport.set_write_buffer_limits(high=0)  # drain: all handed over
-            firing = self._fault(outcome, paths)
+            firing = self._fault(outcome, path)
             if firing is None:
                 await self._send(writer, outcome.data())
             elif not await self._faulted(firing, outcome, writer):
@@ -245,16 +327,27 @@ class HttpServer:
             writer.write(data)
             await writer.drain()
 
-    def _fault(self, outcome: Outcome, paths: list[str]) -> Firing | None:
+    async def _reply(self, path: str) -> Reply:
+        """The site's reply for ``path``, made on a worker thread; a request for a path
+        already being answered shares that answer."""
+        shared = self._asking.get(path)
+        if shared is None:
+            shared = self._workers.run(functools.partial(asked, self._answer, path))
+            self._asking[path] = shared
+            shared.add_done_callback(lambda _: self._asking.pop(path, None))
+        # shielded: a peer that goes away cancels its wait, not the others'
+        return await asyncio.shield(shared)
+
+    def _fault(self, outcome: Outcome, path: str | None) -> Firing | None:
         """The fault this request meets, if the site answered it and the plan says so;
         ``on_fault`` is told."""
         plan = self.faults
-        if plan is None or not paths:
+        if plan is None or path is None:
             return None
         method = "HEAD" if outcome.head else "GET"
-        firing = plan.match(method, paths[0])
+        firing = plan.match(method, path)
         if firing is not None and self._on_fault is not None:
-            seen = {"method": method, "path": paths[0], "fault": firing.id, "kind": firing.kind}
+            seen = {"method": method, "path": path, "fault": firing.id, "kind": firing.kind}
             with contextlib.suppress(Exception):  # a journal's failure is not the peer's
                 self._on_fault(seen)
         return firing
@@ -300,16 +393,10 @@ class HttpServer:
                 while left > 0 and (chunk := await reader.read(_READ)):
                     left -= len(chunk)
 
-    async def _read(self, reader: asyncio.StreamReader, paths: list[str]) -> Outcome | None:
-        """Read one request and decide its answer; None when the peer hung up first.
-        ``paths`` gets the path the site is asked for, if it is."""
-        site = self._answer
-
-        def answer(path: str) -> Reply:
-            paths.append(path)
-            return site(path)
-
-        exchange = Exchange(self._hosts, answer)
+    async def _read(self, reader: asyncio.StreamReader) -> Outcome | Ask | None:
+        """Read one request: its answer, or what the site is to be asked; None when the
+        peer hung up first."""
+        exchange = Exchange(self._hosts)
         while not exchange.abandoned:
             outcome = exchange.receive(await reader.read(_READ))
             if outcome is not None:

@@ -3,8 +3,11 @@
 Owns: :func:`render_markdown`, a page's markdown as HTML (CommonMark with tables, by
 markdown-it-py, imported at the first render: raw HTML escaped, links to pages pointed
 at their paths, other relative links kept as text, mermaid blocks as
-``<pre class="mermaid">``); :func:`index_html` and :func:`page_html`, the documents
-around it; :data:`NOT_FOUND`; and :func:`page_path`, where a page is served.
+``<pre class="mermaid">``; a page longer than :data:`RENDERED_MAX` is shown as its
+text in a ``<pre>``, since markdown-it is pure Python and takes seconds on some long
+inputs, ~10 µs a character for a run of ``[``); :func:`index_html` and
+:func:`page_html`, the documents around it; :data:`NOT_FOUND`; and :func:`page_path`,
+where a page is served.
 
 Must not: read a file, serve anything, or link to a file of the project (the server
 serves none).
@@ -93,9 +96,21 @@ def _markdown_it() -> MarkdownIt:
     return md
 
 
+RENDERED_MAX: Final = 256 << 10
+"""The longest markdown, in characters, rendered as markdown (zread's pages are tens of
+KiB); a longer page is shown as its text."""
+
+
 def render_markdown(text: str, slugs: Set[str]) -> str:
     """``text`` (a page's markdown) as HTML: raw HTML is escaped, links to a slug of
-    ``slugs`` point at its page, fenced code and mermaid blocks are ``<pre>``."""
+    ``slugs`` point at its page, fenced code and mermaid blocks are ``<pre>``; past
+    :data:`RENDERED_MAX` characters, the text itself, escaped, in a ``<pre>``."""
+    if len(text) > RENDERED_MAX:
+        return (
+            f'<p class="note">This page is longer than {RENDERED_MAX >> 10} Ki characters: '
+            "its markdown is shown as it is.</p>\n"
+            f'<pre class="markdown">{_esc(text)}</pre>\n'
+        )
     return str(_markdown_it().render(text, {"slugs": slugs}))
 
 

@@ -7,7 +7,8 @@ port search) and its routes (the HTML they answer is :mod:`~simulator.hosts.wiki
 :func:`page_path` and :func:`render_markdown` are re-exported from it). The routes::
 
     GET /                     the index: the project, the version, every page linked
-    GET /<slug>               one page: its markdown rendered to HTML
+    GET /<slug>               one page: its markdown rendered to HTML (kept, for as long
+                              as its markdown is the same: :data:`RENDERED_KEPT`)
     GET /api/wiki             the version's wiki.json bytes (application/json)
     GET /api/pages/<slug>     the page's raw markdown (text/markdown; charset=utf-8)
 
@@ -45,6 +46,8 @@ import errno
 import ipaddress
 import os
 import socket
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
@@ -66,6 +69,9 @@ PORT_TRIES: Final = 100
 REQUEST_TIMEOUT: Final = 10.0
 """Seconds a connection has to send its whole request (the default of
 ``WikiServer(request_timeout=)``); the answer has as long to be written."""
+RENDERED_KEPT: Final = 32 << 20
+"""The most bytes of rendered pages kept, with the markdown each was made from (the
+least recently served go first)."""
 _HTML: Final = "text/html; charset=utf-8"
 _JSON: Final = "application/json"
 _MARKDOWN: Final = "text/markdown; charset=utf-8"
@@ -85,8 +91,9 @@ class Site(Protocol):
 
     The server looks a page up in :attr:`pages` before it asks for its markdown, so
     :meth:`markdown` only ever sees a slug of the index. It is asked from the server's
-    own thread (another than the one that made it), one request at a time, and must
-    answer without blocking for long (a request waits for it, and so do the others).
+    worker threads (others than the one that made it), several requests at once, and
+    should answer without blocking for long (a request waits for it, and while the
+    threads are all busy, so do the others).
     """
 
     @property
@@ -154,12 +161,48 @@ class _Reply:
     body: bytes
 
 
+class _Rendered:
+    """Pages rendered, by slug, each with the markdown it was made from: a page is
+    rendered again only when its markdown changed (what the site gives is compared, so
+    any change counts, whatever made it). At most ``limit`` bytes, the least recently
+    served dropped first; asked from several threads at once."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pages: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, slug: str, markdown: str) -> bytes | None:
+        with self._lock:
+            kept = self._pages.get(slug)
+            if kept is None or kept[0] != markdown:
+                return None
+            self._pages.move_to_end(slug)
+            return kept[1]
+
+    def put(self, slug: str, markdown: str, document: bytes) -> None:
+        with self._lock:
+            old = self._pages.pop(slug, None)
+            if old is not None:
+                self._size -= _cost(*old)
+            self._pages[slug] = (markdown, document)
+            self._size += _cost(markdown, document)
+            while self._size > self._limit:
+                self._size -= _cost(*self._pages.popitem(last=False)[1])
+
+
+def _cost(markdown: str, document: bytes) -> int:
+    return len(markdown) + len(document)
+
+
 class _Routes:
     """What each path answers, for one site. The index is drawn once; a page's
-    markdown is asked for (and rendered) on each request."""
+    markdown is asked for on each request, and rendered when it changed."""
 
     def __init__(self, site: Site) -> None:
         self.site = site
+        self._rendered = _Rendered(RENDERED_KEPT)
         pages = tuple(site.pages)
         self._by_slug: dict[str, SitePage] = {}
         for page in pages:
@@ -184,10 +227,13 @@ class _Routes:
         text = self._markdown(slug)
         if text is None:
             return _Reply(HTTPStatus.NOT_FOUND, _HTML, NOT_FOUND)
-        page = self._by_slug[slug]
-        body = render_markdown(text, self._slugs)
-        document = page_html(self.site.project, self.site.version, page, body)
-        return _Reply(HTTPStatus.OK, _HTML, document.encode())
+        document = self._rendered.get(slug, text)
+        if document is None:
+            body = render_markdown(text, self._slugs)
+            page = page_html(self.site.project, self.site.version, self._by_slug[slug], body)
+            document = page.encode()
+            self._rendered.put(slug, text, document)
+        return _Reply(HTTPStatus.OK, _HTML, document)
 
     def _markdown(self, slug: str) -> str | None:
         if slug not in self._by_slug:

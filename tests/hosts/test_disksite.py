@@ -52,3 +52,49 @@ def test_a_version_that_is_not_one_plain_name_is_no_site(
     assert DiskSite.open(project, f"{version_id}/..") is None
     assert DiskSite.open(project, "..") is None
     assert DiskSite.open(project, version_id) is not None
+
+
+def test_a_refused_page_is_named_once_with_why(
+    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
+    site = DiskSite.open(project, version_id)
+    assert site is not None and len(site.pages) >= 4
+    pages = project / ".zread/wiki/versions" / version_id
+    files = [pages / page.file for page in site.pages[:4]]
+    (tmp_path / "elsewhere.md").write_text("planted")
+    files[0].unlink()
+    files[0].symlink_to(tmp_path / "elsewhere.md")
+    files[1].unlink()
+    files[2].unlink()
+    files[2].mkdir()
+    files[3].write_bytes(b"\xff\xfe not UTF-8")
+    for _ in range(2):  # asked again: no second line
+        assert [site.markdown(page.slug) for page in site.pages[:4]] == [None] * 4
+    assert capsys.readouterr().err.splitlines() == [
+        f"zread-sim: browse: {files[0]}: not served: a link",
+        f"zread-sim: browse: {files[1]}: not served: missing",
+        f"zread-sim: browse: {files[2]}: not served: not a regular file",
+        f"zread-sim: browse: {files[3]}: not served: not UTF-8",
+    ]
+
+
+def test_a_page_behind_a_linked_version_is_refused(
+    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
+    site = DiskSite.open(project, version_id)
+    assert site is not None
+    version = project / ".zread/wiki/versions" / version_id
+    version.rename(tmp_path / "moved")
+    version.symlink_to(tmp_path / "moved")
+    assert site.markdown(site.pages[0].slug) is None
+    assert capsys.readouterr().err == (
+        f"zread-sim: browse: {version / site.pages[0].file}: not served: reached through a link\n"
+    )

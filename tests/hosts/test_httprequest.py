@@ -14,9 +14,12 @@ from simulator.hosts.httprequest import (
     MAX_HEAD,
     MAX_HEADERS,
     REFUSALS_SHOWN,
+    Answer,
+    Ask,
     Exchange,
     Hosts,
     Outcome,
+    asked,
     response,
 )
 
@@ -39,17 +42,24 @@ class Site:
         return Page(HTTPStatus.OK, "text/plain", f"page {path}".encode())
 
 
-def exchange(site: Site | None = None, host: str = "127.0.0.1", port: int = 9681) -> Exchange:
-    return Exchange(Hosts(host, port), site or Site())
+def exchange(host: str = "127.0.0.1", port: int = 9681) -> Exchange:
+    return Exchange(Hosts(host, port))
+
+
+def answered(got: Outcome | Ask | None, site: Answer) -> Outcome | None:
+    """``got``, or when the site is to answer it, its answer from ``site``."""
+    return got.outcome(asked(site, got.path)) if isinstance(got, Ask) else got
 
 
 def outcome(data: bytes, site: Site | None = None) -> Outcome:
     """The outcome of ``data`` fed whole, checked against ``data`` fed a byte at a time."""
-    whole = exchange(site).receive(data)
-    assert whole is not None, data[:80]
+    got = exchange().receive(data)
+    assert got is not None, data[:80]
     bytewise = exchange()
     decided = [bytewise.receive(data[i : i + 1]) for i in range(len(data))]
-    assert [one for one in decided if one is not None][:1] == [whole]
+    assert [one for one in decided if one is not None][:1] == [got]
+    whole = answered(got, site or Site())
+    assert whole is not None
     return whole
 
 
@@ -72,10 +82,26 @@ def test_a_get_asks_the_site_for_the_decoded_path_without_its_query() -> None:
     assert (done.version, done.head) == ("1.1", False)
 
 
-def test_an_absolute_target_is_its_path() -> None:
+def test_an_absolute_target_naming_this_server_is_its_path() -> None:
     site = Site()
     outcome(get("http://127.0.0.1:9681/1-a?q"), site)
-    assert site.asked == ["/1-a"]
+    outcome(get("http://localhost/1-b", headers="Host: 127.0.0.1:9681\r\n"), site)
+    assert site.asked == ["/1-a", "/1-b"]
+
+
+@pytest.mark.parametrize(
+    "target", ["http://evil.example/api/wiki", "http://127.0.0.1:9682/", "http://u@localhost/"]
+)
+def test_an_absolute_target_naming_another_server_is_421(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The target's authority wins over Host (RFC 9112 §3.2.2): a good Host does not
+    # let a foreign target through.
+    site = Site()
+    done = outcome(get(target, headers="Host: 127.0.0.1:9681\r\n"), site)
+    assert done.reply.status is HTTPStatus.MISDIRECTED_REQUEST
+    assert site.asked == []
+    assert "refused a request for Host" in capsys.readouterr().err
 
 
 def test_nothing_is_decided_before_the_head_ends() -> None:
@@ -108,7 +134,7 @@ def test_an_answer_that_raises_is_500() -> None:
     def broken(path: str) -> Page:
         raise OSError("disk on fire")
 
-    done = Exchange(Hosts("127.0.0.1", 1), broken).receive(get())
+    done = answered(exchange(port=1).receive(get()), broken)
     assert done is not None
     assert done.reply.status is HTTPStatus.INTERNAL_SERVER_ERROR
     assert b"disk on fire" not in done.data()
@@ -143,7 +169,7 @@ def test_a_request_line_past_the_bound_is_414() -> None:
     one = exchange()
     assert one.receive(b"GET /" + b"a" * (MAX_HEAD // 2)) is None
     done = one.receive(b"a" * MAX_HEAD)
-    assert done is not None and done.reply.status.value == 414
+    assert isinstance(done, Outcome) and done.reply.status.value == 414
 
 
 def test_a_head_past_the_bound_is_431() -> None:
@@ -151,7 +177,7 @@ def test_a_head_past_the_bound_is_431() -> None:
     one = exchange()
     assert one.receive(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: ") is None
     done = one.receive(b"a" * MAX_HEAD)
-    assert done is not None and done.reply.status.value == 431
+    assert isinstance(done, Outcome) and done.reply.status.value == 431
 
 
 def test_the_number_of_header_fields_is_bounded() -> None:
@@ -217,8 +243,11 @@ def test_a_misdirected_request_is_421_and_its_body_never_waited_for(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     site = Site()
-    one = Exchange(Hosts("127.0.0.1", 9681), site)
-    done = one.receive(b"POST / HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 10\r\n\r\n")
+    one = exchange()
+    done = answered(
+        one.receive(b"POST / HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 10\r\n\r\n"),
+        site,
+    )
     assert done is not None and done.reply.status is HTTPStatus.MISDIRECTED_REQUEST
     assert site.asked == []
     err = capsys.readouterr().err
@@ -251,11 +280,11 @@ def test_a_refused_name_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_a_small_body_is_read_before_the_answer_and_dropped() -> None:
     site = Site()
-    one = Exchange(Hosts("127.0.0.1", 1), site)
+    one = exchange(port=1)
     head = f"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {MAX_BODY}\r\n\r\n"
     assert one.receive(head.encode()) is None
     assert one.receive(b"x" * (MAX_BODY - 1)) is None
-    done = one.receive(b"x")
+    done = answered(one.receive(b"x"), site)
     assert done is not None and done.reply.status is HTTPStatus.OK
     assert site.asked == ["/"]
 
@@ -265,7 +294,8 @@ def test_a_body_over_the_bound_is_413_before_it_comes(length: int) -> None:
     done = exchange().receive(
         f"PUT / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {length}\r\n\r\n".encode()
     )
-    assert done is not None and done.reply.status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    assert isinstance(done, Outcome)
+    assert done.reply.status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE
 
 
 @pytest.mark.parametrize(
@@ -273,5 +303,5 @@ def test_a_body_over_the_bound_is_413_before_it_comes(length: int) -> None:
 )
 def test_a_body_not_sent_unasked_is_not_waited_for(headers: str) -> None:
     data = f"GET / HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n\r\n".encode()
-    done = exchange().receive(data)
+    done = answered(exchange().receive(data), Site())
     assert done is not None and done.reply.status is HTTPStatus.OK

@@ -9,15 +9,22 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 
 import pytest
 
 from simulator.hosts import httprequest, httpserver
-from simulator.hosts.httpserver import MAX_CONNECTIONS, STOP_WAIT, HttpServer, connection_cap
+from simulator.hosts.httpserver import (
+    MAX_CONNECTIONS,
+    STOP_WAIT,
+    WORKERS,
+    HttpServer,
+    connection_cap,
+)
 
 BODY = b"the page\n"
 
@@ -35,10 +42,10 @@ def answer(path: str) -> Page:
     return Page(HTTPStatus.OK, "text/plain", BODY)
 
 
-def start(request_timeout: float = 10.0) -> HttpServer:
+def start(request_timeout: float = 10.0, site: Callable[[str], Page] = answer) -> HttpServer:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
-    return HttpServer(listener, answer, request_timeout=request_timeout)
+    return HttpServer(listener, site, request_timeout=request_timeout)
 
 
 @pytest.fixture
@@ -216,6 +223,123 @@ def test_a_server_never_holds_the_process_up() -> None:
         "listener = socket.socket(); listener.bind(('127.0.0.1', 0))\n"
         "HttpServer(listener, lambda path: None, request_timeout=60)\n"
         "socket.create_connection(listener.getsockname(), timeout=5)  # left waiting\n"
+        "print('done')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+
+
+# -- answers made off the loop ----------------------------------------------------------
+
+
+class Held:
+    """An ``answer`` that holds a path starting ``/held`` until :attr:`release` is set
+    (a page that takes long to render), and records every path it is asked for."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def __call__(self, path: str) -> Page:
+        self.calls.append(path)
+        if path.startswith("/held"):
+            self.release.wait(30)
+        return answer(path)
+
+
+def ask(server: HttpServer, path: str) -> socket.socket:
+    sock = connect(server)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return sock
+
+
+def test_an_answer_being_made_holds_up_no_other_connection() -> None:
+    held = Held()
+    running = start(site=held)
+    try:
+        slow = ask(running, "/held")
+        assert wait_for(lambda: "/held" in held.calls)
+        assert fetch(running).endswith(BODY)  # answered while /held is still being made
+        held.release.set()
+        assert read_all(slow).endswith(BODY)
+        slow.close()
+    finally:
+        held.release.set()
+        running.close()
+
+
+def test_requests_for_a_path_being_answered_share_its_answer() -> None:
+    held = Held()
+    running = start(site=held)
+    try:
+        waiting = [ask(running, f"/held?n={n}") for n in range(3)]  # one path
+        assert wait_for(lambda: running.open_connections == 3 and "/held" in held.calls)
+        time.sleep(0.3)  # the other two requests are read, and wait for the first's answer
+        held.release.set()
+        for sock in waiting:
+            assert read_all(sock).endswith(BODY)
+            sock.close()
+        assert held.calls == ["/held"]
+        assert fetch(running, "/held").endswith(BODY)  # that answer is not kept
+        assert held.calls == ["/held", "/held"]
+    finally:
+        held.release.set()
+        running.close()
+
+
+def test_at_most_so_many_answers_are_made_at_once() -> None:
+    held = Held()
+    running = start(site=held)
+    try:
+        waiting = [ask(running, f"/held{n}") for n in range(WORKERS + 1)]
+        assert wait_for(lambda: len(held.calls) == WORKERS)
+        time.sleep(0.3)
+        assert len(held.calls) == WORKERS  # the last waits for a thread
+        workers = [t for t in threading.enumerate() if ":worker" in t.name]
+        assert len(workers) == WORKERS and all(t.daemon for t in workers)
+        held.release.set()
+        for sock in waiting:
+            assert read_all(sock).endswith(BODY)
+            sock.close()
+        assert sorted(held.calls) == [f"/held{n}" for n in range(WORKERS + 1)]
+    finally:
+        held.release.set()
+        running.close()
+
+
+def test_close_does_not_wait_for_an_answer_being_made() -> None:
+    held = Held()
+    running = start(site=held)
+    port = port_of(running)
+    try:
+        slow = ask(running, "/held")
+        assert wait_for(lambda: "/held" in held.calls)
+        started = time.monotonic()
+        running.close()
+        assert time.monotonic() - started < STOP_WAIT / 2
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        assert read_all(slow) == b""  # ended unanswered
+        slow.close()
+    finally:
+        held.release.set()
+        running.close()
+
+
+def test_an_answer_being_made_never_holds_the_process_up() -> None:
+    # concurrent.futures' threads would: the interpreter's exit joins them.
+    code = (
+        "import socket, threading\n"
+        "from simulator.hosts.httpserver import HttpServer\n"
+        "asked = threading.Event()\n"
+        "def stuck(path):\n"
+        "    asked.set(); threading.Event().wait()\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0))\n"
+        "server = HttpServer(listener, stuck, request_timeout=60)\n"
+        "s = socket.create_connection(listener.getsockname(), timeout=5)\n"
+        "s.sendall(b'GET / HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n')\n"
+        "assert asked.wait(5)\n"
+        "server.close()\n"
         "print('done')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

@@ -21,7 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,8 +32,10 @@ import pytest
 
 from simulator.core.effects import DEFAULT_PORT
 from simulator.errors import ConfigurationError
+from simulator.formats import wiki as wf
 from simulator.hosts import httprequest, httpserver, wikiserver
-from simulator.hosts.wikihtml import page_path
+from simulator.hosts.disksite import DiskSite
+from simulator.hosts.wikihtml import RENDERED_MAX, page_path, render_markdown
 from simulator.hosts.wikiserver import PORT_TRIES, ListenError, Site, SitePage, WikiServer, loopback
 from simulator.scenario import wiki
 from simulator.scenario.httpfaults import HttpFault, HttpFaultPlan
@@ -1065,6 +1069,132 @@ def test_asyncio_and_h11_are_imported_only_when_a_server_starts() -> None:
     assert out.stderr == ""
 
 
+# -- pages slow to render ------------------------------------------------------------------
+
+SLOW = "[" * (64 << 10)
+"""Markdown markdown-it takes long over (~1-2 s here), well below the render bound."""
+
+
+def disk_site(root: Path, pages: dict[str, str]) -> DiskSite:
+    """A real project at ``root`` whose wiki has one version of ``pages`` (slug:
+    markdown), served from its files."""
+    version = "2026-01-01-000000"
+    where = root / ".zread" / "wiki" / "versions" / version
+    where.mkdir(parents=True)
+    catalog = [wiki.Page(n, slug.title(), slug) for n, slug in enumerate(pages, 1)]
+    index = wf.wiki_index(version, "2026-01-01T00:00:00Z", "en", catalog)
+    (where / wf.WIKI_JSON).write_bytes(wf.encode_wiki(index))
+    for slug, text in pages.items():
+        (where / wf.page_file(slug)).write_text(text)
+    site = DiskSite.open(root, version)
+    assert site is not None
+    return site
+
+
+class Slow(threading.Thread):
+    """A client GETting ``path`` in the background, with all the time it needs: its
+    status (None when it got no answer) and how long it took."""
+
+    def __init__(self, server: WikiServer, path: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.path = server.url, path
+        self.status: int | None = None
+        self.elapsed = 0.0
+        self.start()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        conn = http.client.HTTPConnection(*urlsplit(self.url).netloc.split(":"), timeout=120)
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            conn.request("GET", self.path)
+            response = conn.getresponse()
+            response.read()
+            self.status = response.status
+        conn.close()
+        self.elapsed = time.monotonic() - started
+
+
+def test_a_page_slow_to_render_holds_up_no_other_client(tmp_path: Path) -> None:
+    site = disk_site(tmp_path / "project", {"1-slow": SLOW})
+    with WikiServer(site, port=0) as running:
+        slow = Slow(running, "/1-slow")
+        time.sleep(0.2)  # its render is under way
+        started = time.monotonic()
+        assert get(running, "/api/wiki").body == site.wiki_json()
+        quick = time.monotonic() - started
+        assert slow.is_alive(), "the other client was answered only after the slow page"
+        slow.join(60)
+        assert slow.status == 200
+        assert quick < slow.elapsed / 2
+
+
+def test_close_during_a_render_frees_the_port_at_once(tmp_path: Path) -> None:
+    site = disk_site(tmp_path / "project", {"1-slow": SLOW})
+    running = WikiServer(site, port=0)
+    try:
+        slow = Slow(running, "/1-slow")
+        time.sleep(0.3)
+        assert slow.is_alive()
+        started = time.monotonic()
+        running.close()
+        assert time.monotonic() - started < httpserver.STOP_WAIT / 2
+        assert refused(running.port)
+        slow.join(10)
+        assert slow.status is None  # its connection ended with the server, unanswered
+    finally:
+        running.close()
+
+
+def test_a_page_past_the_render_bound_is_shown_as_its_text(site: FakeSite) -> None:
+    site.bodies["2-data-model"] = "<b>[x](1-overview)</b>\n" * (RENDERED_MAX // 20)
+    with WikiServer(site, port=0) as running:
+        text = get(running, "/2-data-model").text
+    assert '<pre class="markdown">&lt;b&gt;[x](1-overview)&lt;/b&gt;\n' in text
+    assert "<b>" not in text and 'href="/1-overview"' not in text
+    assert "<h1>Data Model</h1>" in text  # still the page, under its title
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The markdown of each page the server renders."""
+    rendered: list[str] = []
+
+    def render(text: str, slugs: AbstractSet[str]) -> str:
+        rendered.append(text)
+        return render_markdown(text, slugs)
+
+    monkeypatch.setattr(wikiserver, "render_markdown", render)
+    return rendered
+
+
+def test_a_page_is_rendered_again_only_when_its_markdown_changes(
+    tmp_path: Path, renders: list[str]
+) -> None:
+    project = tmp_path / "project"
+    site = disk_site(project, {"1-a": "one\n", "2-b": "two\n"})
+    page = next(project.glob(".zread/wiki/versions/*/1-a.md"))
+    with WikiServer(site, port=0) as running:
+        first = get(running, "/1-a").body
+        assert get(running, "/1-a").body == first
+        assert get(running, "/2-b").status == 200
+        assert renders == ["one\n", "two\n"]
+        page.write_text("one, edited\n")
+        assert "one, edited" in get(running, "/1-a").text
+        assert renders == ["one\n", "two\n", "one, edited\n"]
+
+
+def test_rendered_pages_are_kept_within_a_bound(
+    tmp_path: Path, renders: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wikiserver, "RENDERED_KEPT", 2000)
+    site = disk_site(tmp_path / "project", {"1-a": "a" * 600, "2-b": "b" * 600})
+    with WikiServer(site, port=0) as running:
+        for path in ("/1-a", "/1-a", "/2-b", "/1-a"):
+            assert get(running, path).status == 200
+    # a page kept costs its markdown and its HTML, over 1000 bytes: keeping 2-b dropped 1-a
+    assert [text[0] for text in renders] == ["a", "b", "a"]
+
+
 # -- Host: only this server's names --------------------------------------------------------
 
 
@@ -1093,6 +1223,16 @@ def test_another_host_is_misdirected_and_named_once_on_stderr(
     err = capsys.readouterr().err
     assert err.count("refused a request for Host") == 1 and repr(name) in err
     assert get(server, "/").status == 200  # the server's own name still works
+
+
+def test_an_absolute_target_naming_another_server_is_misdirected(server: WikiServer) -> None:
+    own = f"127.0.0.1:{server.port}"
+    for target, expected in (
+        (f"http://{own}/api/wiki", 200),
+        ("http://evil.example/api/wiki", 421),
+    ):
+        data = f"GET {target} HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
+        assert exchange(server, data)[0] == expected
 
 
 def test_refused_hosts_are_named_on_stderr_at_most_sixteen_times(
