@@ -23,6 +23,12 @@ and ``aborted`` the simulator's: neither is the client's mistake. Nor is an
 ``http_fault`` record (a request to the wiki server met a fault): it is listed, as
 ``http  GET /api/wiki: http-1 status``.
 
+Every name, line and error taken from a journal is printed with its control characters
+(C0, DEL, C1) escaped (:func:`printable`): a journal is anyone's file, and one could
+otherwise retitle, clear or rewrite the terminal it is read in. A time a record gives
+(``t``, a timer's ``late``) must be finite in milliseconds: a journal with one that is
+not is refused as a line that is not a record.
+
 What it prints holds no API key, even from a file written before the journal writer
 hid them all: every record is redacted again (:mod:`simulator.core.secrets`), by name
 in any spelling, and by value with every key some record of the file names (an
@@ -34,9 +40,10 @@ file); journals are only read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 import msgspec
 
@@ -48,7 +55,6 @@ from simulator.formats.bounds import (
     LIMITS,
     FormatError,
     check_json_nesting,
-    check_size,
     in_words,
 )
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, HttpFaultMet, Line, Record, Start
@@ -57,6 +63,29 @@ _WIDTH: Final = 160
 """How much of a line or an event the listing shows."""
 
 _DECODER: Final = msgspec.json.Decoder(Record)
+
+_ESCAPES: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+}
+"""C0, DEL and C1, as ``repr`` writes them."""
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\n``), the rest as it is."""
+    return text.translate(_ESCAPES)
+
+
+def decode_line(line: str) -> Any:
+    """The JSON value of a recorded line; None when it is not JSON, or nests deeper than
+    any event (msgspec would recurse to Python's limit on a hostile one)."""
+    data = line.encode("utf-8", "surrogatepass")
+    try:
+        check_json_nesting(data, "line")
+        return msgspec.json.decode(data)
+    except (FormatError, msgspec.DecodeError):
+        return None
 
 
 class JournalReadError(ConfigurationError):
@@ -116,13 +145,20 @@ def records(lines: Iterable[bytes], where: str = "journal") -> Iterator[Record]:
             continue
         try:
             check_json_nesting(raw, f"{where}: line {number}")
-            yield _DECODER.decode(raw)
+            record = _DECODER.decode(raw)
         except FormatError as err:
             raise JournalReadError(str(err)) from None
         except msgspec.DecodeError as err:
             raise JournalReadError(
                 f"{where}: line {number} is not a journal record: {in_words(err)}"
             ) from None
+        for name in ("t", "late"):
+            # every figure is shown in ms: 1e308 s would be inf ms, and JSON's null
+            if not math.isfinite(getattr(record, name, 0.0) * 1000):
+                raise JournalReadError(
+                    f"{where}: line {number} is not a journal record: {name}: out of range"
+                )
+        yield record
 
 
 def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
@@ -145,23 +181,28 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
     return processes
 
 
-def read_lines(path: str) -> list[bytes]:
-    """The lines of the journal at ``path``, read within the journal's bound
-    (:mod:`simulator.formats.bounds`); JournalReadError if it cannot be read."""
+def stream_lines(path: str) -> Iterator[bytes]:
+    """The lines of the journal at ``path``, one at a time as it is read, within the
+    journal's bound (:mod:`simulator.formats.bounds`; the lines before a line past it
+    come first); JournalReadError if it cannot be read."""
+    left = LIMITS["journal"]
     try:
         with open(path, "rb") as file:
-            data = file.read(LIMITS["journal"] + 1)
-        check_size(data, "journal", f"journal {path}")
+            while chunk := file.readline(left + 1):
+                left -= len(chunk)
+                if left < 0:
+                    raise JournalReadError(
+                        f"journal {path}: larger than {LIMITS['journal'] >> 20} MiB, "
+                        "the limit for journal"
+                    )
+                yield from chunk.splitlines()  # as a whole file's splitlines() would
     except OSError as err:
         raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
-    except FormatError as err:
-        raise JournalReadError(str(err)) from None
-    return data.splitlines()
 
 
 def read(path: str) -> list[Process]:
     """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
-    return parse(read_lines(path), f"journal {path}")
+    return parse(stream_lines(path), f"journal {path}")
 
 
 def _entry(record: Line) -> JournalEntry:
@@ -170,7 +211,8 @@ def _entry(record: Line) -> JournalEntry:
     return JournalEntry(record.t, line, record.state, waiting, record.after_done, record.error)
 
 
-def _refusal(record: Line) -> str:
+def refusal(record: Line) -> str:
+    """The kind of mistake a refused line is."""
     if record.after_done:
         return "sent after done"
     if record.error.startswith('command "_'):
@@ -188,10 +230,10 @@ def _last_waiting_for(process: Process) -> str:
     for record in reversed(process.records):
         if isinstance(record, Event):
             try:
-                event = msgspec.json.decode(record.line)
+                event = decode_line(record.line)
                 if not event["done"]:  # the one before the done:true the signal wrote
                     return ", ".join(event["waiting_for"]) or "nothing"
-            except (msgspec.DecodeError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 break
     return "an answer"
 
@@ -199,7 +241,7 @@ def _last_waiting_for(process: Process) -> str:
 def violations(process: Process) -> list[Violation]:
     """The client's mistakes in ``process``, in order; see the module docstring."""
     found = [
-        Violation(process.pid, _refusal(record), str(_entry(record)))
+        Violation(process.pid, refusal(record), str(_entry(record)))
         for record in process.records
         if isinstance(record, Line) and record.error
     ]
@@ -269,7 +311,7 @@ def _record_line(record: Line | Event | Exit | HttpFaultMet) -> str:
 def _event_summary(line: str) -> str:
     """``state S; waiting for A, B`` (or ``done``), the error if any, then the vm."""
     try:
-        event = msgspec.json.decode(line)
+        event = decode_line(line)
         vm = event["vm"]
         parts = [f"state {vm['state']}"] if isinstance(vm, dict) and "state" in vm else []
         waiting = ", ".join(event["waiting_for"]) or "nothing"
@@ -277,7 +319,7 @@ def _event_summary(line: str) -> str:
         if event["error"]:
             parts.append(f"error: {event['error']}")
         vm_text = msgspec.json.encode(vm).decode("utf-8", "backslashreplace")
-    except (msgspec.DecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return _short(line)
     return "; ".join(parts) + "; vm " + _short(vm_text, _WIDTH // 2)
 
@@ -347,7 +389,7 @@ def report(path: str, out: BinaryIO) -> int:
     processes = read(path)
     secrets = redacted(processes)
     lines, found = render(processes)
-    text = "\n".join(secrets.redact_text(line) for line in lines) + "\n"
+    text = "\n".join(printable(secrets.redact_text(line)) for line in lines) + "\n"
     out.write(text.encode("utf-8", "backslashreplace"))
     out.flush()
     return 1 if found else 0

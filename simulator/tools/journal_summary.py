@@ -2,8 +2,16 @@
 test, summed up.
 
 Owns: :class:`Summary`, which reads journals one after the other (each within the
-journal's bound, :func:`simulator.tools.journal.read`) and keeps only figures, and what
-it prints (:meth:`Summary.lines`) and writes as JSON (:meth:`Summary.as_json`):
+journal's bound, :func:`simulator.tools.journal.stream_lines`), record by record, and
+keeps only figures and the processes still open, each cut to what its outcome needs
+(its start, its last event): a process is folded into the figures at its ``exit``
+record, one that never wrote one at the end of its journal (or at the next ``start`` of
+its pid). So a 256 MiB journal costs its figures, not its records. A record a pid writes
+after its ``exit`` is not its process's any more: an ``http_fault`` record (the wiki
+server's thread may write one then) is not counted anyway, and any other one (the
+writer writes none) starts a process of its own, without a start. And what it prints
+(:meth:`Summary.lines`, every name from a journal with its control characters escaped,
+:func:`simulator.tools.journal.printable`) and writes as JSON (:meth:`Summary.as_json`):
 
 - sessions: one per process (a process of one file is not one of another, whatever
   their pids), counted per command (its ``start`` record's);
@@ -33,8 +41,17 @@ from typing import Any, BinaryIO, Final
 
 import msgspec
 
-from simulator.hosts.journal import Event
-from simulator.tools.journal import JournalReadError, Process, read, violations
+from simulator.hosts.journal import Cover, Event, Exit, HttpFaultMet, Line, Record, Start
+from simulator.tools.journal import (
+    JournalReadError,
+    Process,
+    decode_line,
+    printable,
+    records,
+    refusal,
+    stream_lines,
+    violations,
+)
 
 OUTCOMES: Final = ("done", "failed", "quit", "killed")
 """The outcomes of a session, in the order the summary shows them."""
@@ -54,8 +71,8 @@ def _last_event_failed(process: Process) -> bool:
             if record.state == "error":
                 return True
             try:
-                return bool(msgspec.json.decode(record.line)["error"])
-            except (msgspec.DecodeError, KeyError, TypeError):
+                return bool(decode_line(record.line)["error"])
+            except (KeyError, TypeError):
                 return False
     return False
 
@@ -84,7 +101,8 @@ def percentiles(values: Iterable[float]) -> dict[str, float] | None:
 
 
 class Summary:
-    """The figures of every journal added (:meth:`add`), none of their records."""
+    """The figures of every journal added (:meth:`add`), none of their records: see the
+    module docstring."""
 
     def __init__(self) -> None:
         self.journals: list[str] = []
@@ -99,12 +117,37 @@ class Summary:
     def add(self, path: str) -> None:
         """Read the journal at ``path`` and count its processes; JournalReadError (exit
         2) when it cannot be read."""
-        processes = read(path)
+        still_open: dict[int, Process] = {}
+        for record in records(stream_lines(path), f"journal {path}"):
+            self._fold(record, still_open)
         self.journals.append(path)
-        for process in processes:
+        for process in still_open.values():
             self.add_process(process)
 
+    def _fold(self, record: Record, still_open: dict[int, Process]) -> None:
+        """Count ``record`` now, or keep what its process's outcome needs of it."""
+        if isinstance(record, HttpFaultMet | Cover):
+            return  # neither is counted
+        process = still_open.get(record.pid)
+        if process is None or isinstance(record, Start):
+            if process is not None:  # its pid's next process: it never exited
+                self.add_process(process)
+            process = still_open[record.pid] = Process(record.pid)
+        if isinstance(record, Start):
+            process.start = record
+        elif isinstance(record, Line):
+            if record.error:
+                self.mistakes[refusal(record)] += 1
+        elif isinstance(record, Event):
+            process.records = [record]  # its outcome needs its last event only
+        elif isinstance(record, Exit):
+            process.records.append(record)
+            self.add_process(still_open.pop(record.pid))
+        else:  # a timer record
+            self._late.append(record.late)
+
     def add_process(self, process: Process) -> None:
+        """Count ``process``, a whole one (or one cut as :meth:`add` cuts them)."""
         command = process.start.command if process.start is not None else "(no start)"
         self.sessions[command] += 1
         self.outcomes.setdefault(command, Counter())[outcome(process)] += 1
@@ -134,13 +177,14 @@ class Summary:
         """What ``zread-sim journal --summary`` prints."""
         count, files = sum(self.sessions.values()), len(self.journals)
         lines = [f"{count} session{_s(count)} in {files} journal{_s(files)}", ""]
-        width = max([len("command"), len("all"), *map(len, self.sessions)])
+        shown = {command: printable(command) for command in self.sessions}
+        width = max([len("command"), len("all"), *map(len, shown.values())])
         head = f"  {'command':<{width}}  {'sessions':>8}" + "".join(f"  {o:>7}" for o in OUTCOMES)
         lines.append(head)
         for command in sorted(self.sessions):
             counts = self.outcomes[command]
             row = "".join(f"  {counts[o]:>7}" for o in OUTCOMES)
-            lines.append(f"  {command:<{width}}  {self.sessions[command]:>8}{row}")
+            lines.append(f"  {shown[command]:<{width}}  {self.sessions[command]:>8}{row}")
         if len(self.sessions) > 1:
             row = "".join(f"  {self.total(o):>7}" for o in OUTCOMES)
             lines.append(f"  {'all':<{width}}  {count:>8}{row}")
@@ -184,7 +228,8 @@ def _s(count: int) -> str:
 
 
 def _counted(counter: Counter[str]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in counter.most_common()) or "none"
+    counted = counter.most_common()
+    return ", ".join(f"{printable(name)} {count}" for name, count in counted) or "none"
 
 
 def _figures(figures: dict[str, float] | None) -> str:

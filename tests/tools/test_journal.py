@@ -4,6 +4,7 @@ reader's rules over records written by hand."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from simulator.formats.bounds import LIMITS
 from simulator.hosts.journal import Event, Exit, HttpFaultMet, Line, Record, Start, Timer
 from simulator.tools.journal import (
     JournalReadError,
@@ -189,6 +191,11 @@ def lines_of(*records: Record) -> list[bytes]:
     return [msgspec.json.encode(record) for record in records]
 
 
+def write_journal(path: Path, *records: Record) -> Path:
+    path.write_bytes(b"".join(line + b"\n" for line in lines_of(*records)))
+    return path
+
+
 START = Start(5, ["zread-sim", "config", "--stdio"], "/p", "2025-01-01T00:00:00.000Z", "config")
 
 
@@ -327,3 +334,86 @@ def test_an_http_fault_records_path_is_printed_without_keys(tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     assert "sk-in-path" not in result.stdout
     assert "http   GET /***: http-1 status" in result.stdout
+
+
+# -- a hostile journal -------------------------------------------------------------------
+
+DEEP = "[" * 200_000 + "]" * 200_000
+"""An event line nested far deeper than msgspec can recurse."""
+
+CONTROLS = re.compile(b"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+"""A C0 control but the newline, DEL, or a C1 control (in UTF-8)."""
+
+
+def test_an_event_nested_too_deep_to_decode_is_listed_as_it_is(tmp_path: Path) -> None:
+    path = write_journal(
+        tmp_path / "deep.jsonl",
+        START,
+        Event(5, 0.1, DEEP, ""),
+        Exit(5, 0.2, 0, "stdin-closed-left-waiting"),
+    )
+    result = journal_of(path)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert "      0.100  event  [[[[" in result.stdout
+    assert "after stdin closed while zread waited for an answer\n" in result.stdout
+
+
+def test_control_characters_from_a_journal_are_printed_escaped(tmp_path: Path) -> None:
+    title, clear = "\x1b]0;pwned\x07", "\x1b[2K\r"
+    path = write_journal(
+        tmp_path / "evil.jsonl",
+        Start(5, ["zread", title], "/p\n", "t\x9b", f"gen{title}erate"),
+        Line(5, 0.1, '{"type":"x"}' + clear, "editing", ["save"], False, "bad" + clear),
+        Event(5, 0.2, "not json" + clear, ""),
+        HttpFaultMet(5, 0.25, "GET", "/" + clear, "http-1", "status\x7f"),
+        Exit(5, 0.3, 0, f"done{clear}FAKE"),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "journal", str(path)],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (1, b"")
+    out = result.stdout.decode()
+    assert not CONTROLS.search(result.stdout), out
+    assert "pid 5: gen\\x1b]0;pwned\\x07erate, started t\\x9b in /p\\n: zread \\x1b]0;" in out
+    assert '  line   {"type":"x"}\\x1b[2K\\r  !! bad\\x1b[2K\\r' in out
+    assert "  event  not json\\x1b[2K\\r" in out
+    assert "  http   GET /\\x1b[2K\\r: http-1 status\\x7f" in out
+    assert "  exit   code 0, done\\x1b[2K\\rFAKE" in out
+
+
+@pytest.mark.parametrize(
+    ("record", "name"),
+    [(Exit(5, 1e308, 0, "done"), "t"), (Timer(5, 0.1, -1e306), "late")],
+)
+def test_a_time_that_is_not_finite_in_milliseconds_is_refused(
+    tmp_path: Path, record: Record, name: str
+) -> None:
+    path = write_journal(tmp_path / "j.jsonl", START, record)
+    result = journal_of(path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"zread-sim: journal {path}: line 2 is not a journal record: {name}: out of range\n"
+    )
+
+
+def test_a_journal_is_read_line_by_line_within_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(LIMITS, "journal", 1 << 20)
+    record = msgspec.json.encode(Exit(5, 0.1, 0, "done")) + b"\n"
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(record * ((1 << 20) // len(record)))
+    (process,) = read(str(path))  # up to the bound
+    assert len(process.records) == (1 << 20) // len(record)
+    too_big = f"journal {path}: larger than 1 MiB, the limit for journal"
+    with path.open("ab") as file:
+        file.write(record)
+    with pytest.raises(JournalReadError, match=f"^{re.escape(too_big)}$"):
+        read(str(path))
+    path.write_bytes(b"x" * (2 << 20))  # one line past the bound: not read whole
+    with pytest.raises(JournalReadError, match=f"^{re.escape(too_big)}$"):
+        read(str(path))

@@ -3,16 +3,27 @@ journals of real runs on two "machines", and its figures and outcomes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from simulator.hosts.journal import Event, Exit, Timer
+from simulator.hosts.journal import Event, Exit, HttpFaultMet, Line, Start, Timer
 from simulator.tools.journal import Process, parse, read
 from simulator.tools.journal_summary import Summary, outcome, percentiles
 from tests.e2e.helpers import Proc
-from tests.tools.test_journal import START, journal_of, lines_of, quit_cleanly
+from tests.tools.test_journal import (
+    CONTROLS,
+    DEEP,
+    START,
+    journal_of,
+    lines_of,
+    quit_cleanly,
+    write_journal,
+)
 
 # -- the summary --------------------------------------------------------------------------
 
@@ -158,3 +169,108 @@ def test_a_summary_keeps_processes_of_different_journals_apart() -> None:
     assert summary.sessions == {"config": 2}
     assert summary.lines()[0] == "2 sessions in 0 journals"
     assert summary.lateness == pytest.approx({"p50": 4, "p90": 4, "p99": 4, "max": 4, "count": 2})
+
+
+def test_a_summary_folds_each_process_at_its_exit_record(tmp_path: Path) -> None:
+    login = Start(6, [], "/q", "t", "login")
+    path = write_journal(
+        tmp_path / "j.jsonl",
+        START,
+        login,
+        Line(5, 0.1, "{", "editing", ["save"], False, "invalid JSON: truncated"),
+        Timer(5, 0.2, 0.004),
+        Event(5, 0.3, DONE_EVENT, "done"),
+        Exit(5, 0.4, 0, "done"),
+        HttpFaultMet(5, 0.5, "GET", "/", "http-1", "status"),  # after its exit: not counted
+        Timer(6, 0.6, 0.002),
+        START,  # pid 5 again: a process of its own
+        Exit(5, 0.1, 0, "quit"),
+        Exit(5, 0.2, 0, "quit"),  # after pid 5's exit: one more, without a start
+    )  # login never exits: folded at the end
+    summary = Summary()
+    summary.add(str(path))
+    assert summary.sessions == {"config": 2, "login": 1, "(no start)": 1}
+    assert summary.outcomes["config"] == {"done": 1, "quit": 1}
+    assert summary.outcomes["login"] == {"killed": 1}
+    assert summary.mistakes == {"bad JSON": 1, "no exit recorded": 1}
+    assert summary.lateness == pytest.approx({"p50": 2, "p90": 4, "p99": 4, "max": 4, "count": 2})
+    assert summary.session_time is not None and summary.session_time["count"] == 3
+
+
+def test_a_summary_of_an_event_nested_too_deep_to_decode_is_no_crash(tmp_path: Path) -> None:
+    path = write_journal(
+        tmp_path / "deep.jsonl", START, Event(5, 0.1, DEEP, ""), Exit(5, 0.2, 0, "done")
+    )
+    report = tmp_path / "summary.json"
+    result = journal_of(path, "--summary", "--json", str(report))
+    assert (result.returncode, result.stderr) == (0, "")
+    data = msgspec.json.decode(report.read_bytes())
+    assert data["outcomes"] == {"done": 1, "failed": 0, "quit": 0, "killed": 0}
+
+
+def test_a_summary_prints_names_from_a_journal_with_their_controls_escaped(
+    tmp_path: Path,
+) -> None:
+    command, how = "gen\x1b]0;pwned\x07\r\nerate\x9b", "done\x1b[2K\rFAKE\x7f"
+    path = write_journal(
+        tmp_path / "evil.jsonl",
+        Start(5, ["zread"], "/", "t", command),
+        Exit(5, 0.2, 0, how),
+    )
+    report = tmp_path / "summary.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "journal", str(path), "--summary", "--json", report],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (0, b"")
+    out = result.stdout.decode()
+    assert not CONTROLS.search(result.stdout), out
+    shown = "gen\\x1b]0;pwned\\x07\\r\\nerate\\x9b"
+    assert f"  command{' ' * (len(shown) - 7)}  sessions" in out  # the columns line up
+    assert f"  {shown}         1        0        1        0        0\n" in out
+    assert "ended: done\\x1b[2K\\rFAKE\\x7f 1\n" in out
+    data = msgspec.json.decode(report.read_bytes())  # the data keeps the names as they are
+    assert data["commands"][0]["command"] == command and data["ended"] == {how: 1}
+
+
+def test_a_summary_refuses_a_time_that_is_not_finite_in_milliseconds(tmp_path: Path) -> None:
+    path = write_journal(tmp_path / "j.jsonl", START, Exit(5, 1e308, 0, "done"))
+    result = journal_of(path, "--summary")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"zread-sim: journal {path}: line 2 is not a journal record: t: out of range\n"
+    )
+
+
+RSS = """import resource, subprocess, sys
+subprocess.run([sys.executable, "-m", "simulator", "journal", "--summary", sys.argv[1]],
+               stdout=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+"""Runs a summary cold (not in a warm server's child) and prints its peak memory (KiB on
+Linux, bytes on macOS)."""
+
+
+def test_a_summary_costs_its_figures_not_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    sessions = 150_000  # 8 MiB: it cost ~100 MiB more when every record was kept
+    path.write_bytes(
+        b"".join(
+            b'{"kind":"exit","pid":%d,"t":0.5,"code":0,"how":"done"}\n' % pid
+            for pid in range(sessions)
+        )
+    )
+    cold = {k: v for k, v in os.environ.items() if k != "ZREAD_SIM_SERVER"}  # measured here
+    result = subprocess.run(
+        [sys.executable, "-c", RSS, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=cold,
+    )
+    peak = int(result.stdout) * (1 if sys.platform == "darwin" else 1024)
+    assert peak < 48 << 20, f"{peak >> 20} MiB"
