@@ -31,7 +31,11 @@ the master (``runner.send_message``); :func:`memory_figure` gives the run's,
 :func:`memory_line` says it, :func:`print_memory_at_exit` prints it after Locust's summary.
 
 With :attr:`ZreadUser.sessions_per_user` set, each user stops after that many sessions,
-and the run quits once every user has (workers tell the master).
+and the run quits once every user has (workers tell the master). Locust's option
+``--zread-sessions-per-user N`` (:data:`SESSIONS_OPTION`), given to the master (or the
+one process), overrides it: Locust hands a master's own options to its workers with
+every spawn, so the master's choice is every worker's, whatever a worker was started
+with.
 
 Must not: be imported by any other module of the simulator: importing it imports
 Locust, which monkey-patches the process (gevent). Nor change a session's behaviour
@@ -68,6 +72,9 @@ _SHARING = gevent.lock.Semaphore()
 """Held while the first user of a class builds what its users share."""
 SAMPLE_EVERY = 0.1
 """Seconds between two samples of RSS and live sessions."""
+SESSIONS_OPTION = "--zread-sessions-per-user"
+"""Locust's option that overrides :attr:`ZreadUser.sessions_per_user` (the master's
+reaches its workers)."""
 SEEDS_PER_WORKER = 1_000_000
 """Worker i counts its seeds from ``first_seed + i * SEEDS_PER_WORKER``."""
 
@@ -181,6 +188,20 @@ def _on_init(environment: Environment, runner: Runner | None = None, **_: Any) -
 events.init.add_listener(_on_init)  # type: ignore[no-untyped-call]
 
 
+def _add_options(parser: Any, **_: Any) -> None:
+    parser.add_argument(
+        SESSIONS_OPTION,
+        type=int,
+        default=None,
+        metavar="N",
+        help="sessions each zread user runs before it stops (overrides sessions_per_user)",
+        include_in_web_ui=False,
+    )
+
+
+events.init_command_line_parser.add_listener(_add_options)  # type: ignore[no-untyped-call]
+
+
 def _sampler(runner: Runner, memory: Memory) -> None:
     """Sample RSS and the live sessions for as long as the process runs."""
     while True:
@@ -280,10 +301,17 @@ class ZreadUser(User):
             setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
             return shared
 
+    def _per_user(self) -> int | None:
+        """The sessions this user runs: :data:`SESSIONS_OPTION` (on a worker, as the
+        master was given it), else :attr:`sessions_per_user`."""
+        given = getattr(self.environment.parsed_options, "zread_sessions_per_user", None)
+        return self.sessions_per_user if given is None else int(given)
+
     @task
     def session(self) -> None:
         """One zread session, reported to Locust."""
-        if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
+        per_user = self._per_user()
+        if per_user is not None and self._sessions >= per_user:
             self._stopped()  # sessions_per_user = 0: it ran none
         shared = self._shared(self.environment)
         seed = self.seed if self.seed is not None else next(shared.seeds)
@@ -303,7 +331,7 @@ class ZreadUser(User):
             memory.live -= 1
         report.session(self.command)
         self._sessions += 1
-        if self.sessions_per_user is not None and self._sessions >= self.sessions_per_user:
+        if per_user is not None and self._sessions >= per_user:
             self._stopped()
 
     def _stopped(self) -> NoReturn:

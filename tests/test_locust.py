@@ -8,9 +8,11 @@ CSV statistics and what it printed.
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ HEAD = "from simulator.locust import ZreadUser, memory_line, print_memory_at_exi
 
 
 def locust(
-    tmp_path: Path, body: str, *options: str
+    tmp_path: Path, body: str, *options: str, env: dict[str, str] | None = None
 ) -> tuple[int, str, dict[tuple[str, str], dict[str, str]]]:
     """Run Locust headless on a locustfile of ``body``: (exit code, stdout, stats rows)."""
     path = tmp_path / "zread_locustfile.py"
@@ -35,6 +37,7 @@ def locust(
         timeout=50,
         cwd=tmp_path,
         check=False,
+        env=env,
     )
     with open(f"{prefix}_stats.csv", newline="") as f:
         rows = {(row["Type"], row["Name"]): row for row in csv.DictReader(f)}
@@ -142,6 +145,9 @@ def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
     raw = next(line for line in out.splitlines() if line.startswith("RAW "))
     added, live, own = (int(word) for word in raw.split()[1:])
     assert live == 4 and added == own
+    # A live session holds some memory (about 10 KB here), and far less than a process
+    # of its own would (~20 MB): a figure outside is a broken measure.
+    assert 0 < added / live < 1024
     line = next(line for line in out.splitlines() if line.startswith("memory: "))
     assert line.startswith(f"memory: {added / live:.1f} KB per live session")
     assert "4 live at the peak" in line
@@ -167,3 +173,56 @@ def test_nothing_but_this_module_imports_locust() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False
     )
     assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "[]"), done.stderr
+
+
+def test_a_session_that_never_sleeps_still_times_out(tmp_path: Path) -> None:
+    # Every update_fields makes another event at once, which asks for update_fields
+    # again: the session never waits for a timer, and must still meet its timeout while
+    # the rest of the process (the run's end, -t) goes on.
+    body = """
+        class Spin(ZreadUser):
+            command = "config"
+            args = ()
+            speed = 0.0
+            timeout = 2.0
+            sessions_per_user = 1
+
+            def answer(self, event):
+                if "update_fields" in event["waiting_for"]:
+                    return b'{"type":"update_fields","params":{"fields":{"language":"en"}}}\\n'
+                return super().answer(event)
+        """
+    started = time.monotonic()
+    code, out, rows = locust(tmp_path, body, "-u", "1", "-r", "10", "-t", "15s")
+    assert time.monotonic() - started < 15 + 10, out
+    assert code == 1, out
+    assert count(rows, "session", "config") == (1, 1)
+    assert "no done:true within 2 s" in out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_process_mode_starts_its_own_zread_not_a_warm_servers(tmp_path: Path) -> None:
+    # Handed to a warm server, a session's memory would be the server's, not counted.
+    body = """
+        from simulator.locust import _CHILDREN
+
+        class Processes(ZreadUser):
+            mode = "process"
+            speed = 0.02
+            sessions_per_user = 1
+
+            def answer(self, event):
+                for pid in list(_CHILDREN):
+                    try:
+                        with open(f"/proc/{pid}/environ", "rb") as f:
+                            names = [v.split(b"=")[0] for v in f.read().split(b"\\0")]
+                    except OSError:
+                        continue
+                    print("SERVER" if b"ZREAD_SIM_SERVER" in names else "COLD", flush=True)
+                return super().answer(event)
+        """
+    env = {**os.environ, "ZREAD_SIM_SERVER": str(tmp_path / "no-such-server.sock")}
+    code, out, rows = locust(tmp_path, body, "-u", "1", "-r", "10", "-t", "20s", env=env)
+    assert code == 0, out
+    assert count(rows, "session", "generate") == (1, 0)
+    assert "COLD" in out and "SERVER" not in out

@@ -5,8 +5,11 @@ session hands to a ``fire(kind, name, ms, error)`` callback: ``lateness`` per ti
 trigger, ``command`` per command type, ``session`` per zread command, and why the
 session failed), :func:`run_inprocess` (a :class:`~simulator.core.session.Session` on a
 :class:`~simulator.runners.live.LiveSession`, sleeping with ``gevent.sleep`` until its
-next wake-up) and :func:`run_process` (the real ``zread`` of this environment over its
-pipes, ``gevent.subprocess``). Every transcript is checked by the conformance check
+next wake-up, and yielding every :data:`YIELD_EVERY` answers sent in a row) and
+:func:`run_process` (the real ``zread`` of this environment over its
+pipes, ``gevent.subprocess``; without ``ZREAD_SIM_SERVER``, so each is a whole
+``zread`` started cold, not a launcher handing its session to a warm server whose memory
+it would not count). Every transcript is checked by the conformance check
 (:class:`~simulator.tools.conformance.Checker`).
 
 A command's time runs from sending it to the event that answers it: in-process, the
@@ -37,6 +40,7 @@ import msgspec
 
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
+from simulator.launcher import VARIABLE as SERVER_VARIABLE
 from simulator.runners.hooks import Live, Observer
 from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
 
 MAX_LATENESS_FILE = 16 << 20
 """The most bytes of a child's lateness file read."""
+YIELD_EVERY = 64
+"""In-process: answers sent in a row before the session's greenlet yields to the others."""
 PROCESS_TIMERS = "process timers"
 """The ``lateness`` name of a process's timers (it reports them without their names)."""
 
@@ -227,12 +233,22 @@ def run_inprocess(plan: Plan, prepared: Prepared, seed: int, report: Report) -> 
     deadline = report.started + plan.timeout
     try:
         live.start()
+        answered = 0
         while not live.finished and not live.hung:
             if client.answers:
+                # An answer policy whose every answer makes another event at once never
+                # sleeps: the deadline holds here too, and the other greenlets (the
+                # process's run, its -t, its SIGTERM) get their turn now and then.
+                if time.monotonic() > deadline:
+                    report.problem = f"no done:true within {plan.timeout:g} s"
+                    break
                 line = client.answers.popleft()
                 client.fed_at_send = session.fed
                 report.sent(line[:-1], time.monotonic())
                 live.received(line)
+                answered += 1
+                if answered % YIELD_EVERY == 0:
+                    gevent.sleep(0)
                 continue
             wakeup = live.next_wakeup()
             if wakeup is None:
@@ -280,6 +296,7 @@ def run_process(plan: Plan, seed: int, report: Report) -> None:
     with tempfile.TemporaryDirectory(prefix="zread-locust-") as folder:
         lateness_file = os.path.join(folder, "lateness.json")
         env = dict(os.environ, **{LATENESS_FILE: lateness_file})
+        env.pop(SERVER_VARIABLE, None)  # a load test measures its own processes
         env.setdefault("ZREAD_SIM_FILES", "0")  # a load test writes no zread files
         proc = gevent.subprocess.Popen(
             zread_argv(plan, seed),

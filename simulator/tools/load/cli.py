@@ -1,10 +1,11 @@
 """The command line of the load test: ``zread-sim load COMMAND ...``, run by Locust.
 
 Owns: :func:`main` (argv to an exit code: Locust's, 0 or 1 when a request failed; 2 for
-a bad argument, one line on stderr), the arguments (:func:`parse_args`, checked here: the
-command, zread's flags, the scenario), :func:`locustfile` (the small locustfile of one
-run: a :class:`~simulator.locust.ZreadUser` subclass built from the options) and
-:func:`locust_argv` (the options mapped to Locust's own). The run itself is ``python -m
+a bad argument, one line on stderr; 128 + N after signal N, SIGTERM or SIGHUP, which
+stops Locust first and removes the run's folder), the arguments (:func:`parse_args`,
+checked here: the command, zread's flags, the scenario), :func:`locustfile` (the small
+locustfile of one run: a :class:`~simulator.locust.ZreadUser` subclass built from the
+options) and :func:`locust_argv` (the options mapped to Locust's own). The run itself is ``python -m
 locust -f FILE ...`` in a child process, whose summary goes straight to the terminal,
 followed by the memory figure (:func:`simulator.locust.print_memory_at_exit`).
 
@@ -15,11 +16,14 @@ child runs it), measure, or drive sessions (:mod:`simulator.locust` does).
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from simulator.launch import integer, number
@@ -32,14 +36,30 @@ MAX_COUNT = 100_000_000
 """The most sessions (or processes) a load run takes: past any machine."""
 
 
-def _positive_int(text: str) -> int:
-    digits = text.strip().removeprefix("+")
-    fits = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 9
-    if not fits or not 1 <= int(digits) <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_COUNT:,}, got {text[:40]!r}"
-        )
-    return int(digits)
+MAX_PORT = 65535
+SESSIONS_OPTION = "--zread-sessions-per-user"
+"""Locust's option of :mod:`simulator.locust` (not imported here: it imports Locust)."""
+STOP_GRACE = 10.0
+"""Seconds Locust has to end after the SIGTERM passed on to it, before it is killed."""
+
+
+def _int_from_1(top: int) -> Callable[[str], int]:
+    """A parser of an integer from 1 to ``top``."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().removeprefix("+")
+        fits = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 9
+        if not fits or not 1 <= int(digits) <= top:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer from 1 to {top:,}, got {text[:40]!r}"
+            )
+        return int(digits)
+
+    return parse
+
+
+_positive_int = _int_from_1(MAX_COUNT)
+_port = _int_from_1(MAX_PORT)
 
 
 @dataclass
@@ -112,9 +132,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--master-host", metavar="HOST", help="the master's host (--worker)")
     parser.add_argument(
         "--master-port",
-        type=_positive_int,
+        type=_port,
         metavar="PORT",
-        help="the master's port: it binds it (--master), a worker connects to it (default 5557)",
+        help="the master's port: it binds it (--master), a worker connects to it "
+        "(--worker; default 5557)",
     )
     parser.add_argument(
         "--expect-workers", type=_positive_int, metavar="N", help="master: wait for N workers"
@@ -144,6 +165,8 @@ def parse_args(argv: Sequence[str]) -> LoadRun:
     except ValueError as error:
         raise LoadError(f"{args.command}: {error}") from None
     _check_roles(args)
+    if args.sessions and args.ramp > 0 and not math.isfinite(args.sessions / args.ramp):
+        raise LoadError(f"--ramp {args.ramp:g}: too short to start sessions over")
     try:
         load_scenario(args.scenario)
     except ConfigurationError as error:
@@ -151,6 +174,8 @@ def parse_args(argv: Sequence[str]) -> LoadRun:
     for path in (args.html, args.csv):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise LoadError(f"{path}: no such directory")
+    if args.html is not None and os.path.isdir(args.html):
+        raise LoadError(f"--html {args.html}: is a directory (give the report's file)")
     scenario = os.path.abspath(args.scenario) if os.path.isfile(args.scenario) else args.scenario
     return LoadRun(
         command=args.command,
@@ -185,6 +210,8 @@ def _check_roles(args: argparse.Namespace) -> None:
         return
     if args.master_host:
         raise LoadError("--master-host goes with --worker")
+    if args.master_port is not None and not args.master:
+        raise LoadError("--master-port goes with --master or --worker")
     if args.sessions is None:
         raise LoadError("give --sessions N (the sessions at once)")
     if args.master and args.processes is not None:
@@ -194,9 +221,9 @@ def _check_roles(args: argparse.Namespace) -> None:
 
 
 def locustfile(run: LoadRun) -> str:
-    """The locustfile of ``run``: one :class:`~simulator.locust.ZreadUser` subclass."""
-    # Without a duration each user runs one session, and the run ends with the last.
-    per_user = None if run.duration is not None else 1
+    """The locustfile of ``run``: one :class:`~simulator.locust.ZreadUser` subclass.
+    It sets no ``sessions_per_user``: the master's :func:`locust_argv` decides it, for
+    its workers too."""
     return (
         '"""zread-sim load: the user of this run."""\n\n'
         "from simulator.locust import ZreadUser, print_memory_at_exit\n\n\n"
@@ -207,7 +234,6 @@ def locustfile(run: LoadRun) -> str:
         f"    first_seed = {run.seed!r}\n"
         f"    speed = {run.speed!r}\n"
         f"    mode = {run.mode!r}\n"
-        f"    sessions_per_user = {per_user!r}\n"
         f"    timeout = {run.timeout!r}\n\n\n"
         "print_memory_at_exit()\n"
     )
@@ -223,11 +249,15 @@ def locust_argv(run: LoadRun, path: str) -> list[str]:
     sessions = run.sessions or 1
     rate = sessions / run.ramp if run.ramp > 0 else sessions
     argv += ["--users", str(sessions), "--spawn-rate", repr(rate)]
-    argv += ["--autostart"] if run.web else ["--headless"]
+    # Locust's UI and a --processes master's port are for this machine only: Locust
+    # binds them on every interface, where anyone could start a swarm.
+    argv += ["--autostart", "--web-host", "127.0.0.1"] if run.web else ["--headless"]
     if run.duration is not None:
         argv += ["--run-time", f"{max(1, round(run.duration))}s"]
+    else:  # each user runs one session, and the run ends with the last (workers too)
+        argv += [SESSIONS_OPTION, "1"]
     if run.processes is not None:
-        argv += ["--processes", str(run.processes)]
+        argv += ["--processes", str(run.processes), "--master-bind-host", "127.0.0.1"]
     if run.master:
         argv += ["--master", "--expect-workers", str(run.expect_workers or 1)]
         argv += ["--master-bind-port", *port] if port else []
@@ -263,9 +293,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(path, "w", encoding="utf-8") as f:
             f.write(locustfile(run))
         sys.stdout.flush()
-        child = subprocess.Popen(locust_argv(run, path))
+        return _run_locust(locust_argv(run, path))
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP came: the run ends, Locust first."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _run_locust(argv: list[str]) -> int:
+    """Run Locust to its end; its exit code. On SIGTERM or SIGHUP, Locust gets SIGTERM
+    (its own orderly stop), :data:`STOP_GRACE` seconds, then SIGKILL: 128 + the signal's
+    number, as a shell reports a process the signal ended."""
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    # Only the main thread may handle signals (a caller's thread runs without).
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.signal(signum, _stop) for signum in handled if main_thread}
+    child: subprocess.Popen[bytes] | None = None
+    try:
+        child = subprocess.Popen(argv, preexec_fn=_die_with_parent)
         while True:
             try:
                 return child.wait()
             except KeyboardInterrupt:  # the child had it too: it ends the run, then us
                 continue
+    except _Stopped as stopped:
+        for signum in handled:
+            signal.signal(signum, signal.SIG_IGN)  # a second one waits for the first
+        if child is not None:
+            child.terminate()
+            try:
+                child.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        return 128 + stopped.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+def _die_with_parent() -> None:
+    """In the child, on Linux: SIGTERM when this process dies (SIGKILL gives it no time
+    to pass a signal on), so Locust never outlives the command."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -8,16 +8,23 @@ process, its CSV statistics read back.
 from __future__ import annotations
 
 import csv
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from simulator.tools.load import PROG, LoadRun, locust_argv, locustfile, main, parse_args
 
 pytestmark = pytest.mark.timeout(60)
+
+T = TypeVar("T")
 
 BAD = [
     ([], "command"),
@@ -34,6 +41,12 @@ BAD = [
     (["generate", "--sessions", "1", "--expect-workers", "2"], "--master"),
     (["generate", "--sessions", "1", "--master", "--processes", "2"], "--processes"),
     (["generate", "--sessions", "1", "--csv", "/no/such/dir/x"], "no such directory"),
+    (["generate", "--sessions", "1", "--html", "/"], "is a directory"),
+    (["generate", "--worker", "--master-host", "h", "--master-port", "70000"], "1 to 65,535"),
+    (["generate", "--sessions", "1", "--master", "--master-port", "0"], "1 to 65,535"),
+    (["generate", "--sessions", "1", "--master-port", "6000"], "--master or --worker"),
+    (["generate", "--sessions", "1", "--processes", "2", "--master-port", "6000"], "--master"),
+    (["generate", "--sessions", "1", "--ramp", "1e-320"], "--ramp"),
 ]
 
 
@@ -57,8 +70,25 @@ def test_the_options_map_to_locusts() -> None:
     worker = locust_argv(LoadRun("generate", worker=True, master_host="h", master_port=6000), "f")
     assert worker[5:] == ["--worker", "--master-host", "h", "--master-port", "6000"]
     text = locustfile(run)
-    assert "args = ('-y',)" in text and "sessions_per_user = None" in text
+    # The master's options decide how many sessions a user runs, not the locustfile.
+    assert "args = ('-y',)" in text and "sessions_per_user" not in text
     compile(text, "locustfile", "exec")
+    once = locust_argv(parse_args(["generate", "--sessions", "2"]), "f")
+    assert once[-2:] == ["--zread-sessions-per-user", "1"]
+
+
+def _after(argv: list[str], option: str) -> str:
+    return argv[argv.index(option) + 1]
+
+
+def test_the_web_ui_and_a_local_master_listen_on_loopback_only() -> None:
+    web = locust_argv(parse_args(["generate", "--sessions", "2", "--web"]), "f")
+    assert _after(web, "--web-host") == "127.0.0.1"
+    local = locust_argv(parse_args(["generate", "--sessions", "2", "--processes", "2"]), "f")
+    assert _after(local, "--master-bind-host") == "127.0.0.1"
+    # A master's workers are on other machines: Locust's own default, all interfaces.
+    master = locust_argv(parse_args(["generate", "--sessions", "2", "--master"]), "f")
+    assert "--master-bind-host" not in master and "--web-host" not in master
 
 
 def _load(*argv: str) -> subprocess.Popen[str]:
@@ -100,7 +130,10 @@ def test_a_master_and_two_workers_merge_their_figures(tmp_path: Path) -> None:
     master = _load(
         *common, "--sessions", "4", "--master", "--expect-workers", "2", "--csv", str(prefix)
     )
-    workers = [_load(*common, "--worker", "--master-host", "127.0.0.1") for _ in range(2)]
+    # The workers' --duration is not theirs to give: the master's one session per user
+    # holds, and the run ends with the fourth session.
+    worker = ["--worker", "--master-host", "127.0.0.1", "--duration", "300"]
+    workers = [_load(*common, *worker) for _ in range(2)]
     out, _ = master.communicate(timeout=50)
     for worker in workers:
         worker.communicate(timeout=20)
@@ -110,3 +143,58 @@ def test_a_master_and_two_workers_merge_their_figures(tmp_path: Path) -> None:
     assert all(worker.returncode == 0 for worker in workers)
     last = out.rstrip().splitlines()[-1]
     assert last.startswith("memory: ") and "KB per live session" in last
+
+
+def test_a_masters_duration_holds_for_workers_started_without_one(tmp_path: Path) -> None:
+    prefix, port = tmp_path / "master", str(_free_port())
+    common = ["generate", "--speed", "0.02", "--master-port", port, "-y"]
+    options = ["--sessions", "2", "--master", "--expect-workers", "2", "--duration", "4"]
+    master = _load(*common, *options, "--csv", str(prefix))
+    started = time.monotonic()
+    workers = [_load(*common, "--worker", "--master-host", "127.0.0.1") for _ in range(2)]
+    out, _ = master.communicate(timeout=50)
+    for worker in workers:
+        worker.communicate(timeout=20)
+    assert master.returncode == 0, out
+    # Each user ran one session after another for the master's 4 s, not one and done.
+    assert time.monotonic() - started >= 4
+    sessions, failed = _sessions(prefix)
+    assert sessions > 2 and failed == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_ends_locust_and_removes_the_run_folder(tmp_path: Path) -> None:
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("ZREAD_SIM_SERVER", None)  # this process's child is the command itself
+    run = subprocess.Popen(
+        [sys.executable, "-m", "simulator", "load", "generate", "--sessions", "1", "-y"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    folder = _wait_for(lambda: next(tmp_path.glob("zread-load-*"), None))
+    locust_pid = _wait_for(lambda: _child_of(run.pid))
+    time.sleep(1)  # Locust is up and its session runs (speed 1: longer than the test)
+    run.send_signal(signal.SIGTERM)
+    run.communicate(timeout=20)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert not folder.exists()
+    assert not Path(f"/proc/{locust_pid}").exists()  # ended, and reaped by the command
+
+
+def _wait_for(find: Callable[[], T | None], seconds: float = 20) -> T:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = find()
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("not found in time")
+
+
+def _child_of(pid: int) -> int | None:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
