@@ -54,16 +54,22 @@ def test_a_version_that_is_not_one_plain_name_is_no_site(
     assert DiskSite.open(project, version_id) is not None
 
 
-def test_a_refused_page_is_named_once_with_why(
-    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def generated_site(home: Path, project: Path) -> tuple[DiskSite, Path]:
+    """The site of a wiki a generate run wrote into ``project``, and its version's folder."""
     session = start("generate", "-y", speed=0, home=home, project=project)
     session.wait_done()
     session.close()
     version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
     site = DiskSite.open(project, version_id)
-    assert site is not None and len(site.pages) >= 4
-    pages = project / ".zread/wiki/versions" / version_id
+    assert site is not None
+    return site, project / ".zread/wiki/versions" / version_id
+
+
+def test_a_refused_page_is_named_once_with_why(
+    home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site, pages = generated_site(home, project)
+    assert len(site.pages) >= 4
     files = [pages / page.file for page in site.pages[:4]]
     (tmp_path / "elsewhere.md").write_text("planted")
     files[0].unlink()
@@ -85,13 +91,7 @@ def test_a_refused_page_is_named_once_with_why(
 def test_a_page_behind_a_linked_version_is_refused(
     home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    session = start("generate", "-y", speed=0, home=home, project=project)
-    session.wait_done()
-    session.close()
-    version_id = (project / ".zread/wiki/current").read_text().removeprefix("versions/")
-    site = DiskSite.open(project, version_id)
-    assert site is not None
-    version = project / ".zread/wiki/versions" / version_id
+    site, version = generated_site(home, project)
     version.rename(tmp_path / "moved")
     version.symlink_to(tmp_path / "moved")
     assert site.markdown(site.pages[0].slug) is None
