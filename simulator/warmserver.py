@@ -308,7 +308,11 @@ class WarmServer:
         launch = _Launch(conn, pid)
         self._selector.register(conn, selectors.EVENT_READ, launch)
         self._pending.add(launch)
-        self._read(launch)  # the request is usually there already
+        try:
+            self._read(launch)  # the request is usually there already
+        except Exception:
+            self._close(launch)  # the loop's catch-all knows the listener, not this launch
+            raise
 
     def _shed(self) -> None:
         """Out of fds: free the reserve, accept one connection and close it (its

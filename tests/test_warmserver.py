@@ -197,6 +197,26 @@ def test_a_connection_that_never_sends_its_request_is_closed_at_its_deadline(
         assert peer.recv(1) == b"" and server._timeout() is None
 
 
+def test_a_bug_while_a_new_launch_is_read_closes_that_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop's catch-all sees the listener, not the launch its accept made: the launch
+    # is closed on the way out, so its launcher runs by itself at once instead of waiting.
+    server, listener, _ = _loop(tmp_path)
+
+    def bug(launch: object, data: bytes) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(server, "_take", bug)
+    with listener, socket.socket(socket.AF_UNIX) as peer:
+        peer.connect(str(tmp_path / "s.sock"))
+        peer.sendall(b"zread")
+        with pytest.raises(RuntimeError):
+            server._accept()
+        peer.settimeout(5)
+        assert peer.recv(1) == b"" and not server._pending
+
+
 def test_out_of_fds_a_connection_is_refused_rather_than_spun_on(tmp_path: Path) -> None:
     code = f"""
 import os, resource, select, socket, sys
