@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import signal
 import threading
@@ -37,10 +38,21 @@ if TYPE_CHECKING:
 
 def write_all(fd: int, data: bytes) -> None:
     """Hand ``data`` to the OS, looping only if it takes part of it; BrokenPipeError or
-    ConnectionResetError when the reader went away."""
+    ConnectionResetError when the reader went away. A non-blocking ``fd`` (a parent that
+    shares its own non-blocking pipe, as Node does) is waited on until the reader makes
+    room, as Go's runtime poller waits for zread: the reader's pace, never an error."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            _wait_writable(fd)
+
+
+def _wait_writable(fd: int) -> None:
+    poller = select.poll()  # not select(): a descriptor may be numbered past 1023
+    poller.register(fd, select.POLLOUT)
+    poller.poll()
 
 
 def write_line(fd: int, line: str) -> None:
@@ -89,6 +101,8 @@ class ProcessEndpoint:
                 write_all(self.out_fd, data)
             except (BrokenPipeError, ConnectionResetError):
                 self.gone = True
+            except OSError as error:  # a full disk, say: the message names the stream
+                raise OSError(error.errno, error.strerror, "stdout") from None
             if not self.gone:
                 return True
         if self.killed:  # killed before or during this write

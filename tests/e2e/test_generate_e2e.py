@@ -410,3 +410,34 @@ def test_whole_run_bytes_at_a_real_speed() -> None:
         assert len(proc.events) > PAGES
         check_run(proc)
         proc.ends_cleanly()
+
+
+def test_a_non_blocking_stdout_is_written_at_its_readers_pace(tmp_path: Path) -> None:
+    # A parent may hand zread its own non-blocking pipe (Node does). Here the pipe
+    # fills (50 pages: far more than a pipe holds) long before anyone reads it.
+    scenario = tmp_path / "pages.toml"
+    scenario.write_text('extends = "default"\n[world.project]\npages = 50\n')
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    argv = [sys.executable, "-m", "simulator", "generate", "--stdio", "-y", "--speed", "0"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    proc = subprocess.Popen(
+        [*argv, "--no-files", "--scenario", str(scenario)],
+        stdin=subprocess.DEVNULL,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(write_end)
+    try:
+        time.sleep(0.5)
+        with os.fdopen(read_end, "rb") as reader:
+            lines = reader.read().splitlines()
+        assert proc.wait(timeout=30) == 0
+        assert proc.stderr is not None and proc.stderr.read() == b""
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+    assert sum(len(line) for line in lines) > 1 << 16
+    assert json.loads(lines[-1])["done"] is True

@@ -270,6 +270,38 @@ def test_write_all_writes_more_than_a_pipe_holds_at_once() -> None:
     assert b"".join(chunks) == data
 
 
+def test_write_all_waits_for_a_slow_reader_of_a_non_blocking_pipe() -> None:
+    # A parent may share its own non-blocking pipe (Node does): a full pipe is the
+    # reader's pace, as for zread, not an error.
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    data = os.urandom(1 << 20)
+    chunks: list[bytes] = []
+
+    def drain_late() -> None:
+        time.sleep(0.2)  # the pipe fills first
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain_late, daemon=True)  # a failure hangs no run
+    reader.start()
+    write_all(write_end, data)
+    os.close(write_end)
+    reader.join(5)
+    os.close(read_end)
+    assert b"".join(chunks) == data
+
+
+def test_a_stdout_that_cannot_be_written_is_named() -> None:
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError, match="No space left") as caught:
+            ProcessEndpoint(full, err_fd=full).write(b"{}\n")
+    finally:
+        os.close(full)
+    assert (caught.value.filename, caught.value.strerror) == ("stdout", os.strerror(28))
+
+
 def test_write_line_adds_the_newline_and_never_raises() -> None:
     read_end, write_end = os.pipe()
     write_line(write_end, "zread-sim: één")
