@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Final, NoReturn
@@ -32,6 +33,10 @@ from typing import Any, Final, NoReturn
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _GO_E_EXPONENT_LO, _GO_E_EXPONENT_HI = 1e-6, 1e21
+_FLOAT_MAX_DIGITS = len(str(int(sys.float_info.max)))
+"""The digits of the largest integer a float holds: a longer one is out of range."""
+_SHOWN_MAX = 40
+"""The characters of a refused number its error shows (a number may be megabytes)."""
 
 
 class ClijsonError(Exception):
@@ -196,11 +201,30 @@ def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"invalid literal {name}: JSON has no NaN or Infinity")
 
 
+def _out_of_range(text: str) -> NoReturn:
+    shown = text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
+    raise ValueError(f"number {shown} is out of the range of a float")
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise ValueError(f"number {text} is out of the range of a float")
+        _out_of_range(text)
     return value
+
+
+def _float_int(text: str) -> int:
+    """An integer, refused as Go refuses it when a float64 cannot hold it (it rounds to
+    an infinity); never int()'s own refusal past 4,300 digits."""
+    if len(text.lstrip("-")) <= _FLOAT_MAX_DIGITS:
+        value = int(text)
+        try:
+            float(value)
+        except OverflowError:
+            pass
+        else:
+            return value
+    _out_of_range(text)
 
 
 def _replace_surrogates(text: str) -> str:
@@ -234,13 +258,19 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
+_DECODER: Final = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_float_int, parse_float=_finite_float
+)
+"""What :func:`decode` reads with (``json.loads`` with these makes one every call)."""
+
+
 def decode(payload: bytes) -> Any:
     """``payload`` decoded as Go's decoder reads it: each invalid UTF-8 byte and each
     escaped lone surrogate in a string is U+FFFD; NaN, Infinity and numbers beyond a
     float are refused (ValueError), and so is nesting beyond the recursion limit
     (RecursionError)."""
     text = payload.decode("utf-8", "surrogateescape")  # an invalid byte: one surrogate
-    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    value = _DECODER.decode(text)
     if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
         value = _without_surrogates(value)
     return value

@@ -212,6 +212,18 @@ class Conn:
                 future.cancel()
         return list(pending)
 
+    def abandon(self, message: str) -> list[str]:
+        """Answer every request of the peer still being handled with an error response
+        ``message``, now, and cancel its handler (its own answer is never written).
+        Returns their ids. With `withdraw`, what a caller about to write its last word
+        uses: every request is answered once, and nothing of the channel comes after."""
+        inflight, self._inflight = self._inflight, {}
+        for request_id, task in inflight.items():
+            if not self._closed:
+                self._respond_error(request_id, message)
+            _cancel(task)
+        return list(inflight)
+
     # -- incoming frames ----------------------------------------------------
 
     def handle_frame(self, line: bytes | bytearray | memoryview | str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -178,11 +179,38 @@ def test_strings_are_read_as_go_reads_them() -> None:
         (b"-Infinity", "invalid literal -Infinity: JSON has no NaN or Infinity"),
         (b"1e400", "number 1e400 is out of the range of a float"),
         (b"[-1e999]", "number -1e999 is out of the range of a float"),
+        (b"1" + b"0" * 400, "number 1" + "0" * 36 + "... is out of the range of a float"),
+        (b"[-" + b"9" * 309 + b"]", "number -" + "9" * 36 + "... is out of the range of a float"),
+        (b"1" + b"0" * 5000, "number 1" + "0" * 36 + "... is out of the range of a float"),
+        (
+            b"1." + b"0" * 50 + b"e400",
+            "number 1." + "0" * 35 + "... is out of the range of a float",
+        ),
     ],
 )
 def test_what_go_refuses_is_a_value_error_that_names_it(payload: bytes, reason: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(reason)}$"):
         decode(payload)
+
+
+def test_an_integer_is_kept_while_a_float_holds_it_as_go_rounds() -> None:
+    largest = int(sys.float_info.max)
+    halfway = largest + 2**970  # half a step above: Go's ParseFloat rounds to +Inf
+    assert decode(str(halfway - 1).encode()) == halfway - 1
+    assert decode(b"[-" + str(halfway - 1).encode() + b"]") == [-(halfway - 1)]
+    with pytest.raises(
+        ValueError, match=r"^number 1797693134862315.* out of the range of a float$"
+    ):
+        decode(str(halfway).encode())
+
+
+def test_unmarshal_words_an_integer_beyond_a_float_in_its_own_words() -> None:
+    with pytest.raises(clijson.PayloadDecodeError) as caught:
+        clijson.unmarshal(clijson.framed(b'{"n":1' + b"0" * 5000 + b"}"))
+    message = str(caught.value)
+    assert message.startswith("clijson: payload does not parse: number 1000")
+    assert "is out of the range of a float" in message
+    assert "set_int_max_str_digits" not in message and len(message) < 1000
 
 
 @pytest.mark.parametrize("payload", [b"\xff1", b'{"a":1}\xff', b"[1,]", b""])

@@ -210,6 +210,37 @@ def test_withdraw_writes_the_cancel_frames_before_it_returns() -> None:
     run(main)
 
 
+def test_abandon_answers_the_requests_being_handled_at_once_and_nothing_after() -> None:
+    async def main() -> None:
+        out: list[bytes] = []
+        conn = Conn(out.append)
+        ran: list[str] = []
+
+        async def slow(request: dict[str, Any]) -> str:
+            ran.append(request["subtype"])
+            await asyncio.sleep(0)
+            return "late"
+
+        conn.set_handler("slow", slow)
+        line = b'{"type":"control_request","request_id":"%s","request":{"subtype":"slow"}}'
+        assert conn.handle_frame(line % b"a") and conn.handle_frame(line % b"b")
+        await asyncio.sleep(0)  # "a" and "b" are being handled, not answered
+        assert out == [] and ran == ["slow", "slow"]
+        assert conn.abandon("ended") == ["a", "b"]
+        assert out == [  # written at once, not when the handlers next run
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"a","error":"ended"}}\n',
+            b'{"type":"control_response","response":{"subtype":"error","request_id":"b","error":"ended"}}\n',
+        ]
+        await settle()
+        assert len(out) == 2  # the handlers' own answers never come
+        assert conn.abandon("again") == []
+        conn.close()
+        assert conn.handle_frame(line % b"c") and conn.abandon("closed") == []
+        assert len(out) == 2
+
+    run(main)
+
+
 # -- requests -------------------------------------------------------------------
 
 

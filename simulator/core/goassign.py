@@ -81,12 +81,31 @@ def json_nodes() -> Any:
 
 
 def _plain(node: Any) -> Any:
-    """A node as msgspec would read the JSON: an object is a dict (last key wins)."""
-    if isinstance(node, _Object):
-        return {key: _plain(value) for key, value in node}
-    if isinstance(node, list):
-        return [_plain(item) for item in node]
-    return node
+    """A node as msgspec would read the JSON: an object is a dict (last key wins, at
+    the place of the first). Iterative: a node nests as deep as its line, and the
+    decoder's own limit (the recursion limit) is the one the line meets."""
+    if not isinstance(node, list):  # (an _Object is a list too)
+        return node
+    pending: list[tuple[list[Any], Any]] = []
+    top = _shell(node, pending)
+    while pending:
+        source, made = pending.pop()
+        if isinstance(made, dict):
+            for key, value in source:
+                made[key] = _shell(value, pending)
+        else:
+            made.extend([_shell(item, pending) for item in source])
+    return top
+
+
+def _shell(node: Any, pending: list[tuple[list[Any], Any]]) -> Any:
+    """``node`` if a scalar; else the empty dict or list it becomes, to be filled from
+    ``node`` once taken from ``pending``."""
+    if not isinstance(node, list):
+        return node
+    made: dict[str, Any] | list[Any] = {} if isinstance(node, _Object) else []
+    pending.append((node, made))
+    return made
 
 
 class Plan:

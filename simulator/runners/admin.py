@@ -24,7 +24,12 @@ Subtypes (``{"type":"control_request","request_id":ID,"request":{"subtype":S,...
   replaces one delay of the chart from now on; armed timers keep their deadline.
 - ``set_speed``: ``{"speed": X}``; pending timers keep the share of their wait done.
 - ``pause`` / ``resume``: freeze and release the timers.
-- ``quit``: as the client's ``quit``.
+- ``quit``: answered, then as the client's ``quit``.
+
+On ``--control stdio`` nothing of the channel follows ``done:true``: as that event goes
+out, the peer's requests still being handled are answered with :data:`SESSION_ENDED`
+and ours withdrawn (:meth:`Peers.produced`). A socket peer's stream is its own: what it
+sent is answered until the process closes the connection.
 
 No API key is answered: every answer and every error text a handler gives goes
 through the session's registry of keys (``Session.secrets``,
@@ -56,10 +61,11 @@ import msgspec
 from simulator.control import Conn, ControlError, Handler
 from simulator.core.effects import AskApproval, CancelApproval
 from simulator.core.keynames import UNDERSCORE_K
+from simulator.core.outcome import Outcome
 from simulator.core.secrets import Secrets
 from simulator.core.session import Session
 from simulator.runners.aio import Channel
-from simulator.runners.hooks import Live
+from simulator.runners.hooks import Live, Observer
 from simulator.scenario.failures import Failure
 from simulator.scenario.faults import Fault
 from simulator.scenario.timing import Delay
@@ -188,6 +194,28 @@ def _set_timing(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "timing": _plain(msgspec.to_builtins(delay))}
 
 
+def _remove(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
+    """``remove``'s answer: the id removed; ValueError when no source has it."""
+    entry_id = request.get("id")
+    if not isinstance(entry_id, str):
+        raise ValueError('remove takes {"id": "..."}, an id the faults request lists')
+    if not any(source.remove(entry_id) for source in sources(channel)):
+        shown = entry_id if len(entry_id) <= 40 else entry_id[:39] + "…"
+        raise ValueError(f"remove: no failure or fault has the id {shown!r}")
+    return {"removed": entry_id}
+
+
+def _set_speed(channel: Channel, request: dict[str, Any]) -> dict[str, Any]:
+    """``set_speed``'s answer: the speed now; ValueError for what is no number >= 0."""
+    speed = request.get("speed")
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or speed < 0:
+        shown = msgspec.json.encode(speed).decode()
+        shown = shown if len(shown) <= 40 else shown[:39] + "…"
+        raise ValueError(f"set_speed takes a number >= 0, got {shown}")
+    channel.set_speed(float(speed))
+    return {"speed": channel.session.speed}
+
+
 def _plain(value: Any) -> Any:
     """A delay as plain JSON: the keys given (no null), a lognormal's max only when
     it has one (JSON has no infinity)."""
@@ -251,13 +279,7 @@ def install(conn: Conn, channel: Channel) -> None:
         return {"faults": [entry for source in sources(channel) for entry in source.entries()]}
 
     async def remove(request: dict[str, Any]) -> dict[str, Any]:
-        entry_id = request.get("id")
-        if not isinstance(entry_id, str):
-            raise ValueError('remove takes {"id": "..."}, an id the faults request lists')
-        if not any(source.remove(entry_id) for source in sources(channel)):
-            shown = entry_id if len(entry_id) <= 40 else entry_id[:39] + "…"
-            raise ValueError(f"remove: no failure or fault has the id {shown!r}")
-        return {"removed": entry_id}
+        return _remove(channel, request)
 
     async def reset(_: dict[str, Any]) -> dict[str, Any]:
         removed: list[str] = []
@@ -270,13 +292,7 @@ def install(conn: Conn, channel: Channel) -> None:
         return _set_timing(channel, request)
 
     async def set_speed(request: dict[str, Any]) -> dict[str, Any]:
-        speed = request.get("speed")
-        if isinstance(speed, bool) or not isinstance(speed, int | float) or speed < 0:
-            shown = msgspec.json.encode(speed).decode()
-            shown = shown if len(shown) <= 40 else shown[:39] + "…"
-            raise ValueError(f"set_speed takes a number >= 0, got {shown}")
-        channel.set_speed(float(speed))
-        return {"speed": channel.session.speed}
+        return _set_speed(channel, request)
 
     async def pause(_: dict[str, Any]) -> dict[str, Any]:
         channel.pause()
@@ -287,8 +303,9 @@ def install(conn: Conn, channel: Channel) -> None:
         return {"paused": False, "clock": channel.session.now}
 
     async def quit_(_: dict[str, Any]) -> dict[str, Any]:
-        channel.quit(how="control-quit")
-        return {"done": channel.session.done}
+        # Answered first, quit just after: on stdout nothing may follow done:true.
+        asyncio.get_running_loop().call_soon(channel.quit, "control-quit")
+        return {"done": channel.session.done or not (channel.hung or channel.finished)}
 
     for subtype, handler in (
         ("snapshot", snapshot),
@@ -306,10 +323,16 @@ def install(conn: Conn, channel: Channel) -> None:
         conn.set_handler(subtype, _redacting(channel.session.secrets, handler))
 
 
-class Peers:
+SESSION_ENDED = "control: the session ended before this request was answered"
+"""The error response of a stdio peer's request still being handled when the session
+ends (:meth:`Peers.produced`)."""
+
+
+class Peers(Observer):
     """The control peers of one process, as its live session sees them
     (:class:`~simulator.runners.live.Peer`): the frames of ``--control stdio`` taken
-    out of the client's stream, and login's ``authorize`` requests to them."""
+    out of the client's stream, and login's ``authorize`` requests to them. As the
+    session's observer it gives the stdio peer its last word before ``done:true``."""
 
     def __init__(self) -> None:
         self.conns: list[Conn] = []
@@ -334,6 +357,18 @@ class Peers:
                 self._task.cancel()
             return True
         return False
+
+    def produced(self, live: Live, outcome: Outcome) -> None:
+        # The stdio peer shares stdout, where nothing follows done:true (FIDELITY 4):
+        # what it waits for is settled now, before that event, and it writes no more.
+        if outcome.done and self.stdio is not None:
+            self.stdio.withdraw()
+            self.stdio.abandon(SESSION_ENDED)
+            self.stdio.close()
+
+    def ended(self, live: Live, code: int | None, how: str) -> None:
+        if self.stdio is not None:  # an exit, the reader gone: nothing more either
+            self.stdio.close()
 
     async def settle(self) -> None:
         """Let a cancelled request's task end before the channel closes."""

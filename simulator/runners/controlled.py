@@ -233,7 +233,7 @@ async def serve(
 
         journaling = Journaling(journal, session)
     peers = Peers()
-    observer = observers(journaling, _SignalsOnHang(loop))
+    observer = observers(journaling, _SignalsOnHang(loop), peers)
     channel = Channel(
         Hub(loop),
         session,

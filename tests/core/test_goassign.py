@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from simulator.core.envelope import RejectedLine, decode_params
 from simulator.core.goassign import (
     MISSING,
     StructPlan,
@@ -120,3 +121,39 @@ def test_what_a_plan_holds_and_merges() -> None:
     assert [name for name, field in plan.fields.items() if merges(field)] == ["table", "seq"]
     assert not holds_struct(plan_for(dict[str, int])) and merges(plan_for(list[int] | None))
     assert holds_struct(plan_for(list[Inner] | None))
+
+
+DEEP = 900
+"""Levels a line may nest under a field (the decoder goes to about 1000)."""
+
+
+def test_a_value_nested_900_deep_is_rewritten_whole() -> None:
+    deep = b"[" * DEEP + b'{"a":1,"b":2,"a":3}' + b"]" * DEEP
+    rewritten = normalise(b'{"loose":' + deep + b',"Word":"w"}', plan_for(Sample))
+    expected = b'{"word":"w","inner":{"n":0},"loose":' + deep.replace(b'"a":1,', b"") + b"}"
+    expected = expected.replace(b'"b":2,"a":3', b'"a":3,"b":2')  # the first place, the last value
+    assert rewritten == expected
+
+
+class Act(msgspec.Struct):
+    action: str = ""
+
+
+class Fields(msgspec.Struct):
+    fields: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+@pytest.mark.parametrize(
+    ("params", "params_type", "reason"),
+    [
+        (b'{"Action":%s}', Act, "expected `str`, got `array` - at `$.action`"),
+        (b'{"fields":{"x":%s}}', Fields, 'expected `str`, got `array` - at `$.fields["x"]`'),
+    ],
+)
+def test_params_nested_900_deep_under_a_known_field_are_a_type_error(
+    params: bytes, params_type: type, reason: str
+) -> None:
+    """Not "nested too deeply": the rewriting takes no stack frame per level."""
+    with pytest.raises(RejectedLine) as caught:
+        decode_params(params % (b"[" * DEEP + b"]" * DEEP), params_type)
+    assert caught.value.text == f"invalid params: {reason}"

@@ -627,6 +627,30 @@ def test_quit_ends_with_done_and_exit_zero() -> None:
             "response": {"done": True},
         }
         assert sim.events[-1]["done"] and len(sim.events) == 2
+        assert sim.lines[-1] == sim.event_lines[-1]  # the answer came first: nothing follows done
+
+
+def test_requests_still_handled_when_a_line_quits_are_answered_before_done() -> None:
+    """Lines read at once: a quit request, a snapshot, and the client's quit. Neither
+    handler has run when the client's quit ends the session: both are answered with an
+    error before done:true, the last line."""
+    with Sim.start("generate") as sim:
+        sim.next_event()
+        requests = [
+            compact({"type": "control_request", "request_id": rid, "request": {"subtype": sub}})
+            for rid, sub in (("q", "quit"), ("s", "snapshot"))
+        ]
+        assert sim.popen.stdin is not None
+        sim.popen.stdin.write(b"\n".join([*requests, b'{"type":"quit"}\n']))
+        sim.popen.stdin.flush()
+        sim.rest()
+        assert sim.wait() == 0
+        _, *answers, done = sim.lines
+        ended = "control: the session ended before this request was answered"
+        assert [json.loads(answer)["response"] for answer in answers] == [
+            {"subtype": "error", "request_id": rid, "error": ended} for rid in ("q", "s")
+        ]
+        assert json.loads(done)["done"] is True and len(sim.events) == 2
 
 
 def test_an_unsupported_subtype_is_named(refusing: Sim) -> None:

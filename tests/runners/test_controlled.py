@@ -21,6 +21,7 @@ import pytest
 
 from simulator.launch import build_session
 from simulator.runners import controlled
+from simulator.runners.admin import SESSION_ENDED
 from simulator.runners.controlled import ControlAddressError, _bind_private, parse_address
 from simulator.runners.stdio import ProcessEndpoint
 
@@ -114,6 +115,62 @@ def test_serve_over_stdio_separates_frames_from_events() -> None:
     }
     assert events[0]["vm"]["state"] == "select_action"
     assert events[-1]["done"] is True and events[-1]["vm"]["done_total"] == 16
+
+
+def test_over_stdio_a_control_quit_is_answered_before_done_and_nothing_follows() -> None:
+    """Two quits in one read: both answered, then the done:true event, the last line."""
+    code, out = serve(
+        "generate", (), "stdio", control_line("1", "quit") + control_line("2", "quit")
+    )
+    assert code == 0
+    first, *frames, last = out.splitlines()
+    assert json.loads(first)["vm"]["state"] == "select_action"
+    assert [json.loads(frame)["response"] for frame in frames] == [
+        {"subtype": "success", "request_id": "1", "response": {"done": True}},
+        {"subtype": "success", "request_id": "2", "response": {"done": True}},
+    ]
+    assert json.loads(last)["done"] is True
+
+
+def test_over_stdio_a_request_still_handled_when_a_line_quits_is_answered_before_done() -> None:
+    """The snapshot's handler has not run when the quit line ends the session: it is
+    answered with an error at once, before done:true, and never again."""
+    code, out = serve("generate", (), "stdio", control_line("s", "snapshot") + b'{"type":"quit"}\n')
+    assert code == 0
+    first, frame, last = out.splitlines()
+    assert json.loads(frame)["response"] == {
+        "subtype": "error",
+        "request_id": "s",
+        "error": SESSION_ENDED,
+    }
+    assert json.loads(last)["done"] is True and json.loads(last)["vm"] == json.loads(first)["vm"]
+
+
+def test_a_socket_peer_is_answered_after_done_too(short_dir: str) -> None:
+    """A socket is a stream of its own: what its peer sent with its quit is answered,
+    the quit first, whatever stdout has written meanwhile."""
+    path = os.path.join(short_dir, "c.sock")
+    answers: list[bytes] = []
+
+    def peer() -> None:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(path)
+            sock.sendall(control_line("q", "quit") + control_line("s", "snapshot"))
+            while data := sock.recv(1 << 16):
+                answers.append(data)
+
+    thread = threading.Thread(target=peer, daemon=True)
+    thread.start()
+    code, out = serve("generate", (), f"unix:{path}", b"")
+    thread.join(timeout=10)
+    assert code == 0
+    assert json.loads(out.splitlines()[-1])["done"] is True
+    quit_, snapshot = (json.loads(line)["response"] for line in b"".join(answers).splitlines())
+    assert quit_ == {"subtype": "success", "request_id": "q", "response": {"done": True}}
+    assert snapshot["request_id"] == "s" and snapshot["response"]["state"] == "select_action"
 
 
 def test_stdin_is_watched_only_while_input_is_awaited() -> None:
