@@ -39,26 +39,15 @@ if TYPE_CHECKING:
     from simulator.tools.coverage import Coverage
     from simulator.tools.remote import Remote
 
-SIMULATOR_VARIABLES = (
-    "ZREAD_SIM_SCENARIO",
-    "ZREAD_SIM_SEED",
-    "ZREAD_SIM_SPEED",
-    "ZREAD_SIM_HOME",
-    "ZREAD_SIM_PROJECT",
-    "ZREAD_SIM_FILES",
-    "ZREAD_SIM_CONTROL",
-    "ZREAD_SIM_FRAME",
-    "ZREAD_SIM_JOURNAL",
-    "ZREAD_SIM_RECORD",
-    "ZREAD_SIM_REAL",
-    "ZREAD_SIM_SERVER",  # zread_bin's script has the session's server baked in
-)
-"""Cleared for every test that uses ``zread_bin``; the test sets what it needs."""
+SIMULATOR_PREFIX = "ZREAD_SIM_"
+"""Every variable named so is cleared for a test that uses ``zread_bin`` (the shell's or
+another test's, including ones this plugin does not know); the test sets what it needs."""
 
 
 # -- coverage -----------------------------------------------------------------------
 
 _COVERAGE = pytest.StashKey["Coverage"]()
+_WRITE_ERROR = pytest.StashKey[str]()
 _WORKER_KEY = "zread_coverage"
 
 
@@ -102,7 +91,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if _wanted(config):
         from simulator.tools.coverage import Coverage
 
+        path = config.getoption("zread_coverage_json")
+        if path and not hasattr(config, "workerinput"):  # the controller writes it
+            _check_writable(path)
         config.stash[_COVERAGE] = Coverage()
+
+
+def _check_writable(path: str) -> None:
+    """:class:`pytest.UsageError` now, not a traceback after the whole run, when the
+    report cannot be written to ``path``; opened as the write will, then left as found."""
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            os.unlink(path)
+    except OSError as err:
+        raise pytest.UsageError(
+            f"--zread-coverage-json {path}: cannot write: {err.strerror or err}"
+        ) from None
 
 
 def _coverage(config: pytest.Config) -> Coverage | None:
@@ -134,7 +141,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     path = config.getoption("zread_coverage_json")
     if path:
-        write_json(coverage, path)
+        try:
+            write_json(coverage, path)
+        except OSError as err:  # the summary, after this hook, says it
+            config.stash[_WRITE_ERROR] = f"{path}: cannot write: {err.strerror or err}"
     if below(coverage, config.getoption("zread_coverage_fail_under")) and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -152,7 +162,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if failed:
         terminalreporter.write_line(f"FAIL: {failed}", red=True)
     path = config.getoption("zread_coverage_json")
-    if path:
+    unwritten = config.stash.get(_WRITE_ERROR, None)
+    if unwritten:
+        terminalreporter.write_line(f"zread coverage not written: {unwritten}", red=True)
+    elif path:
         terminalreporter.write_line(f"zread coverage written to {path}")
 
 
@@ -228,7 +241,9 @@ def zread_bin(
     Steer it with ``monkeypatch.setenv("ZREAD_SIM_SCENARIO", ...)`` (and ``_SEED``,
     ``_SPEED``); the variables start cleared, but for ``ZREAD_SIM_SPEED=0``: every delay
     is instant unless the test asks for time. It is the script ``zread-sim install``
-    writes (with nothing baked in), so it also runs in an environment a client strips.
+    writes, with ``ZREAD_SIM_HOME``, ``ZREAD_SIM_SPEED=0``, ``ZREAD_SIM_JOURNAL`` (and the
+    session's warm server) baked in as defaults a variable set at run time overrides, so
+    it also runs in an environment a client strips.
     The test runs in a fresh project directory (``zread_bin.project``), and zread's
     HOME is a fresh folder (``zread_bin.home``, through ``ZREAD_SIM_HOME``), so nothing
     is written into the real HOME or the client's repository.
@@ -243,17 +258,20 @@ def zread_bin(
     folder, home, project = root / "bin", root / "home", root / "project"
     for made in (folder, home, project):
         made.mkdir()
-    for variable in SIMULATOR_VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
+    for variable in [name for name in os.environ if name.startswith(SIMULATOR_PREFIX)]:
+        monkeypatch.delenv(variable)
     journal = root / "journal.jsonl"
-    monkeypatch.setenv("ZREAD_SIM_HOME", str(home))
-    monkeypatch.setenv("ZREAD_SIM_SPEED", "0")
-    monkeypatch.setenv("ZREAD_SIM_JOURNAL", str(journal))
+    # Set for the test and baked into the script too: a client that hands its child a
+    # stripped environment still gets this HOME, no delays and the journal.
+    fixed = {"ZREAD_SIM_HOME": str(home), "ZREAD_SIM_SPEED": "0", "ZREAD_SIM_JOURNAL": str(journal)}
+    for variable, value in fixed.items():
+        monkeypatch.setenv(variable, value)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.chdir(project)
     from simulator.tools.serve import start_for_tests  # the session's warm server
 
-    executable = ZreadExecutable(write_zread_executable(folder, start_for_tests(request.config)))
+    baked = {**fixed, **start_for_tests(request.config)}
+    executable = ZreadExecutable(write_zread_executable(folder, baked))
     executable.home, executable.project, executable.journal = home, project, journal
     executable.strict = True
     executable._fixture = "zread_bin"

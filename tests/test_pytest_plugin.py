@@ -143,6 +143,35 @@ def test_simulator_variables_never_leak_into_a_test(
     assert os.environ["ZREAD_SIM_SCENARIO"] == "versions"
 
 
+def test_every_simulator_variable_is_cleared_even_one_the_plugin_never_knew(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZREAD_SIM_EOF", "quit")  # would end zread at the end of stdin
+    monkeypatch.setenv("ZREAD_SIM_WHATEVER", "1")
+    pytester.makepyfile(
+        """
+        import os, subprocess
+
+        def test_zread_waits_at_the_end_of_stdin(zread_bin):
+            assert "ZREAD_SIM_EOF" not in os.environ
+            assert "ZREAD_SIM_WHATEVER" not in os.environ
+            zread = subprocess.Popen(
+                ["zread", "config", "--stdio"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )
+            zread.stdin.close()
+            said = zread.stderr.readline()
+            zread.terminate()
+            zread.wait(timeout=30)
+            zread.stderr.close()
+            assert b"stdin is closed: nothing can answer" in said
+            zread_bin.strict = False
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
 def test_sessions_are_closed_after_each_test(pytester: pytest.Pytester) -> None:
     url_file = pytester.path / "url.txt"
     pytester.makepyfile(
@@ -312,6 +341,43 @@ def test_zread_bin_runs_in_an_environment_a_client_strips(zread_bin: Path, tmp_p
     assert help_done.returncode == 0 and b"Generate wiki documentation" in help_done.stdout
 
 
+def test_zread_bin_keeps_its_guarantees_in_an_environment_a_client_strips(
+    zread_bin: ZreadExecutable, tmp_path: Path
+) -> None:
+    client_home = tmp_path / "client-home"
+    client_home.mkdir()
+    env = {"HOME": str(client_home), "PATH": "/usr/bin:/bin", "LANG": "C", "LC_ALL": "C"}
+    slow = subprocess.run(  # ~6 s of delays at speed 1
+        [str(zread_bin), "generate", "-y", "--stdio"], env=env, capture_output=True, timeout=30
+    )
+    assert slow.returncode == 0, slow.stderr
+    saved = subprocess.run(
+        [str(zread_bin), "config", "--stdio"],
+        input=b'{"type":"save"}\n{"type":"quit"}\n',
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
+    assert saved.returncode == 0, saved.stderr
+    calls = zread_bin.calls  # the journal, baked in
+    assert [call.argv[1] for call in calls] == ["generate", "config"]
+    assert calls[0].how == "done" and calls[0].duration < 1  # speed 0, baked in
+    assert list(client_home.iterdir()) == []  # zread's HOME is the fixture's, baked in
+    assert (zread_bin.home / ".zread" / "config.yaml").is_file()
+
+
+def test_a_variable_set_when_zread_bin_runs_beats_what_it_baked(
+    zread_bin: ZreadExecutable, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.jsonl"
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "ZREAD_SIM_JOURNAL": str(other)}
+    done = subprocess.run(
+        [str(zread_bin), "version", "--stdio"], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert zread_bin.calls == [] and other.read_text().count('"kind":"start"') == 1
+
+
 # -- zread_bin: calls, strict, timeout, nothing left running ---------------------------
 
 
@@ -456,6 +522,45 @@ def test_zread_coverage_json_writes_the_report(pytester: pytest.Pytester) -> Non
     data = json.loads(report.read_text())
     assert [c["command"] for c in data["commands"]] == ["generate", "version"]
     assert data["commands"][0]["transitions"] == {"reached": 6, "total": 27}
+
+
+def test_a_coverage_json_path_that_cannot_be_written_is_refused_before_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(COVERED_SUITE)
+    report = pytester.path / "no-such-folder" / "coverage.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--zread-coverage-json={report}"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line] == [
+        f"ERROR: --zread-coverage-json {report}: cannot write: No such file or directory"
+    ]
+    assert "passed" not in result.stdout.str()  # refused before any test ran
+
+
+def test_a_coverage_json_that_fails_to_write_at_the_end_is_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    folder = pytester.path / "reports"
+    folder.mkdir()
+    report = folder / "coverage.json"
+    pytester.makepyfile(
+        COVERED_SUITE
+        + f"""
+def test_the_folder_goes_away():
+    import shutil
+    shutil.rmtree({str(folder)!r})
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--zread-coverage-json={report}"
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [f"zread coverage not written: {report}: cannot write: No such file or directory"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 @pytest.mark.parametrize(("threshold", "code"), [("20", 0), ("30", 1)])

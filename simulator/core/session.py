@@ -184,8 +184,8 @@ class Session(BaseSession):
         speed: float = 1.0,
         now: float = 0.0,
     ) -> None:
-        if speed < 0:
-            raise SessionError("speed must be >= 0")
+        if not 0 <= speed < float("inf"):  # NaN too: a NaN deadline is never reached
+            raise SessionError("speed must be a number >= 0")
         secrets = Secrets((scenario.world.config.llm_api_key,))
         super().__init__(
             speed=speed * scenario.speed, factor=scenario.speed, now=now, secrets=secrets

@@ -37,7 +37,7 @@ def script_text(defaults: Mapping[str, str] | None = None) -> str:
     for name in baked:
         if not name.startswith("ZREAD_SIM_"):
             raise ValueError(f"not a simulator variable: {name!r}")
-    interpreter = shlex.quote(sys.executable)
+    interpreter = _sh_word(sys.executable)
     if "'''" in interpreter:
         raise ValueError(f"cannot launch an interpreter whose path has ''': {sys.executable!r}")
     lines = [
@@ -59,6 +59,13 @@ def script_text(defaults: Mapping[str, str] | None = None) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _sh_word(path: str) -> str:
+    """``path`` as one ``sh`` word that Python also reads inside its string literal: each
+    backslash is written ``\\\\`` outside the quotes, which ``sh`` reads as one backslash
+    and Python as a valid escape (a quoted ``\\N`` or ``\\x`` would be a SyntaxError)."""
+    return "\\\\".join(shlex.quote(part) for part in path.split("\\"))
 
 
 def write_zread_executable(folder: Path, defaults: Mapping[str, str] | None = None) -> Path:

@@ -63,6 +63,10 @@ class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 _BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 
 
+_SEE = "(see: zread-sim scenarios)"
+"""Where the names are listed: the installed command, whatever this program runs as."""
+
+
 def builtin_names() -> list[str]:
     """The names of the built-in scenarios, ``default`` first."""
     names = sorted(n.removesuffix(".toml") for n in os.listdir(_BUILTIN_DIR) if n.endswith(".toml"))
@@ -73,7 +77,7 @@ def builtin_text(name: str) -> str:
     """The TOML source of a built-in scenario."""
     path = os.path.join(_BUILTIN_DIR, f"{name}.toml")
     if os.path.basename(name) != name or not os.path.isfile(path):
-        raise ScenarioError(f"unknown scenario {name!r} (see: python -m simulator scenarios)")
+        raise ScenarioError(f"unknown scenario {name!r} {_SEE}")
     with open(path, encoding="utf-8") as f:
         return f.read()
 
@@ -203,6 +207,8 @@ def load_scenario(
     With ``text``, that TOML is the scenario, and ``ref`` its name (nothing is read for
     it; what it extends is). A relative path is read from ``base`` (None: where the
     process runs)."""
+    if not ref:  # an empty ZREAD_SIM_SCENARIO or --scenario "" names nothing
+        raise ScenarioError(f"empty scenario name: give a built-in name or a TOML path {_SEE}")
     chain = _chain(ref, text, base)
     origin = chain[0][0]
     merged: dict[str, Any] = {}

@@ -252,9 +252,11 @@ def main(argv: list[str], out: Any = None) -> int:
             )
         if args.json:
             write_json(coverage, args.json)
-    except (CoverageError, OSError) as err:
-        message = err.strerror if isinstance(err, OSError) and err.strerror else err
-        sys.stderr.write(f"{PROG}: {message}\n")
+    except CoverageError as err:
+        sys.stderr.write(f"{PROG}: {err}\n")
+        return 2
+    except OSError as err:  # only the report's write: a journal's errors are CoverageError
+        sys.stderr.write(f"{PROG}: --json {args.json}: cannot write: {err.strerror or err}\n")
         return 2
     failed = below(coverage, args.fail_under)
     with contextlib.suppress(OSError, ValueError):

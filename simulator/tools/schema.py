@@ -135,9 +135,8 @@ def _say(stream: Any, text: str) -> None:
 def main(argv: list[str]) -> int:
     """``zread-sim schema events COMMAND | commands COMMAND | scenario | --write DIR``.
 
-    Prints the schema on stdout and returns 0. A bad argument is one line on stderr
-    (``zread-sim schema: <reason>``) and 2; a folder that cannot be written, one line
-    and 1.
+    Prints the schema on stdout and returns 0. A bad argument, or a folder that cannot
+    be written, is one line on stderr (``zread-sim schema: <reason>``) and 2.
     """
     try:
         args = _parser().parse_args(argv)
@@ -155,7 +154,7 @@ def main(argv: list[str]) -> int:
             written = write_docs(args.write)
         except SchemaError as exc:
             _say(sys.stderr, f"{PROG}: {exc}\n")
-            return 1
+            return 2
         _say(sys.stdout, "".join(f"{path}\n" for path in written))
         return 0
     if args.kind == "events":

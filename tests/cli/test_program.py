@@ -255,6 +255,21 @@ def test_the_version_line_of_an_unknown_scenario_exits_2(tmp_path: Path) -> None
     assert_one_line(result.stderr, "nope", name="zread")
 
 
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [
+        (["generate", "--stdio", "-y", "--scenario", ""], {}),
+        (["generate", "--stdio", "-y"], {"ZREAD_SIM_SCENARIO": ""}),
+    ],
+)
+def test_an_empty_scenario_name_exits_2_in_one_line(
+    tmp_path: Path, argv: list[str], environ: dict[str, str]
+) -> None:
+    result = run(tmp_path, argv, environ, prog="zread")
+    assert result.rc == 2 and result.stdout == b""
+    assert_one_line(result.stderr, "empty scenario name", "zread-sim scenarios", name="zread")
+
+
 # -- usage errors --------------------------------------------------------------------------
 
 

@@ -141,9 +141,22 @@ def test_nothing_before_start(call: Any) -> None:
         call(session)
 
 
-def test_negative_speed_is_refused() -> None:
-    with pytest.raises(SessionError):
-        new_session("update", speed=-1.0)
+@pytest.mark.parametrize("speed", [-1.0, float("nan"), float("inf")])
+def test_a_speed_that_is_not_a_finite_number_at_least_0_is_refused(speed: float) -> None:
+    # NaN would spin for ever in virtual time; set_speed refuses the same ones.
+    with pytest.raises(SessionError, match=r"^speed must be a number >= 0$"):
+        new_session("update", speed=speed)
+
+
+def test_the_python_api_refuses_a_nan_speed_at_once() -> None:
+    from simulator.runners.virtual import ZreadSim
+
+    sim = ZreadSim()
+    try:
+        with pytest.raises(SessionError, match="speed must be a number >= 0"):
+            sim.start("generate", "-y", speed=float("nan"))
+    finally:
+        sim.close()
 
 
 def test_a_scenarios_delay_wins_and_the_charts_default_fills_in() -> None:

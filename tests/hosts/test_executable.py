@@ -183,3 +183,18 @@ def test_writing_it_again_replaces_it(tmp_path: Path) -> None:
     script = write_zread_executable(tmp_path)
     assert subprocess.run([str(script), "version", "--stdio"], timeout=30).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["zread"]  # no temporary file left
+
+
+def test_an_interpreter_path_with_backslashes_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This venv again (its pyvenv.cfg and lib/), so the interpreter keeps its packages.
+    odd = tmp_path / "we\\Nird\\x{\\u 'q'\\"
+    (odd / "bin").mkdir(parents=True)
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", odd / "pyvenv.cfg")
+    (odd / "lib").symlink_to(Path(sys.prefix) / "lib")
+    (odd / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setattr(sys, "executable", str(odd / "bin" / "python"))
+    script = write_zread_executable(tmp_path)
+    compile(script.read_text(), "zread", "exec")
+    assert version_of(script, clean_env(HOME=str(tmp_path)))["version"] == "0.2.13"

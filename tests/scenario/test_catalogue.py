@@ -82,8 +82,29 @@ def test_builtins_change_what_they_describe() -> None:
 def test_unknown_builtin_name() -> None:
     text = refusal("no-such-scenario")
     assert "no-such-scenario" in text
+    assert text.endswith("(see: zread-sim scenarios)")  # the installed command lists them
     with pytest.raises(ScenarioError):
         builtin_text("no-such-scenario")
+
+
+def test_an_empty_name_is_refused_in_one_line() -> None:
+    text = refusal("")
+    assert text == (
+        "empty scenario name: give a built-in name or a TOML path (see: zread-sim scenarios)"
+    )
+    with pytest.raises(ScenarioError, match="empty scenario name"):
+        load_scenario("", text='description = "x"')
+
+
+def test_an_empty_name_is_refused_by_the_python_api() -> None:
+    from simulator.runners.virtual import ZreadSim
+
+    sim = ZreadSim()
+    try:
+        with pytest.raises(ScenarioError, match="empty scenario name"):
+            sim.start("generate", "-y", scenario="")
+    finally:
+        sim.close()
 
 
 # -- files and extends -------------------------------------------------------------

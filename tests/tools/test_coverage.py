@@ -170,6 +170,17 @@ def test_main_says_in_one_line_why_it_cannot_report(
     assert reason.format(path=path) in err
 
 
+def test_main_names_the_json_report_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    run_journaled(journal, "version")
+    report = tmp_path / "no-such-folder" / "report.json"
+    assert main([str(journal), "--json", str(report)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"zread-sim coverage: --json {report}: cannot write: No such file or directory\n"
+
+
 def test_main_refuses_bad_arguments_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert capsys.readouterr().err.startswith("zread-sim coverage: the following arguments")

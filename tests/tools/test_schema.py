@@ -147,6 +147,6 @@ def test_main_write_to_a_file_fails_in_one_line(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")
-    assert main(["--write", str(blocker)]) == 1
+    assert main(["--write", str(blocker)]) == 2  # the environment refused, as elsewhere
     err = capsys.readouterr().err
     assert err.startswith(f"zread-sim schema: cannot write {blocker}") and err.count("\n") == 1
