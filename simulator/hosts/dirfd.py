@@ -168,12 +168,13 @@ def entries(directory: int) -> Iterator[tuple[str, bool, bool]]:
             )
 
 
-def remove_tree(parent: int, name: str, *, limit: int = 200_000) -> None:
+def remove_tree(parent: int, name: str, *, where: str = "", limit: int = 200_000) -> None:
     """Remove directory ``name`` in ``parent`` and all below it, following no link, with
     two descriptors open at most and no recursion, however deep the tree (a hostile one
     may nest thousands deep, past ``shutil.rmtree``'s recursion on Python 3.11): each
     subdirectory's entries are moved up into the top one, then it is removed.
-    :class:`FilesError` when that takes more than ``limit`` steps."""
+    :class:`FilesError` naming ``where`` (the directory's path) when that takes more
+    than ``limit`` steps."""
     try:
         top = os.open(name, _DIR_FLAGS, dir_fd=parent)
     except FileNotFoundError:
@@ -184,7 +185,10 @@ def remove_tree(parent: int, name: str, *, limit: int = 200_000) -> None:
             for entry, _, is_dir in found:
                 steps += 1
                 if steps > limit:
-                    raise FilesError(f"{name}: too many entries to remove ({limit})")
+                    raise FilesError(
+                        f"{where or name}: more than {limit} entries to remove, "
+                        "the most zread-sim removes"
+                    )
                 if is_dir:
                     _lift(top, entry)
                 else:

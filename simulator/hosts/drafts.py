@@ -170,7 +170,7 @@ def _clean(wiki: Wiki, drafts: int, draft: wf.WikiIndex) -> set[str]:
     files = set()
     for name, regular, is_dir in list(dirfd.entries(drafts)):
         if is_dir:
-            dirfd.remove_tree(drafts, name)
+            dirfd.remove_tree(drafts, name, where=wiki.where(DRAFTS, name))
         elif not regular or dirfd.is_temp(name):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=drafts)
@@ -187,7 +187,7 @@ def _remove_stale(wiki: Wiki) -> None:
             fd = wiki.own(name, create=False)
             if fd is not None:
                 os.close(fd)
-                dirfd.remove_tree(wiki.fd, name)
+                dirfd.remove_tree(wiki.fd, name, where=wiki.where(name))
 
 
 def _claim_id(wiki: Wiki, now: dt.datetime) -> tuple[str, int]:
@@ -222,7 +222,7 @@ def commit(wiki: Wiki, run: Run, index: bytes, keep: set[str]) -> None:
     for name, _, is_dir in list(dirfd.entries(run.fd)):
         if name not in keep:  # a temporary file a kill left, or anything not this run's
             if is_dir:
-                dirfd.remove_tree(run.fd, name)
+                dirfd.remove_tree(run.fd, name, where=wiki.where(run.name, name))
             else:
                 os.unlink(name, dir_fd=run.fd)
     if index != run.index:  # skip_all, or a resume: what the draft's wiki.json lists changes

@@ -50,7 +50,7 @@ from simulator.hosts.dirfd import FilesError
 from simulator.hosts.disksite import WIKI_PATH, DiskSite
 from simulator.hosts.pages import Keyed, page_bytes, project_sources
 from simulator.hosts.userfiles import UserFiles
-from simulator.scenario.world import Draft, PageSpec, Project, WikiVersion, World
+from simulator.scenario.world import MAX_PAGES, Draft, PageSpec, Project, WikiVersion, World
 
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
@@ -137,14 +137,23 @@ class FileStore:
         """The project whose catalog is the draft's pages (as a scenario lists pages)."""
         if not index.pages:
             return project
+        from simulator.scenario.wiki import DraftPageSpec  # a draft's only: not at start-up
+
+        where = wiki.where(drafts.DRAFTS, wf.WIKI_JSON)
+        if len(index.pages) > MAX_PAGES:
+            raise FilesError(
+                f"{where}: {len(index.pages)} pages, more than the {MAX_PAGES} zread-sim resumes"
+            )
         try:
-            specs = [
-                PageSpec(title=p.title, section=p.section, group=p.group, level=p.level)
+            # each page keeps the draft's slug: its file, written or to be, is named by it
+            specs: list[PageSpec] = [
+                DraftPageSpec(
+                    title=p.title, section=p.section, group=p.group, level=p.level, slug=p.slug
+                )
                 for p in index.pages
             ]
             return msgspec.structs.replace(project, pages=specs)
         except (ValueError, msgspec.ValidationError) as err:
-            where = wiki.where(drafts.DRAFTS, wf.WIKI_JSON)
             raise FilesError(f"{where}: {in_words(err)}") from None
 
     def _versions(self, wiki: drafts.Wiki) -> Iterator[wf.WikiIndex]:
@@ -226,6 +235,8 @@ class FileStore:
         wiki = self._open_wiki(create=True)
         assert wiki is not None
         if effect.resumed and self._draft is not None:
+            # the draft's language, as its id and time: its pages are written in it
+            self._language = self._draft.language
             run = self._run = drafts.resume(wiki, self._draft)
             self.log(f"draft {run.id} resumed: {len(run.written)} pages already written")
             return

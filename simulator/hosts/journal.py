@@ -37,7 +37,8 @@ so a key is hidden by name in any spelling and, once known (the world's, HOME's
 The file is opened once, with ``O_APPEND``, and each record is one ``write`` of one
 whole line, so records of processes sharing the file never mix. A write that fails
 later (a full disk) is said once on stderr and journaling stops; the run goes on as it
-would without a journal.
+would without a journal. A record the failure cut short is cut off the file again
+(``ftruncate`` back to where it began), unless another process appended after it.
 
 Must not: write anywhere but the journal file (and that one stderr line), or decide
 anything about the session: the live session says what happened.
@@ -303,11 +304,16 @@ class JournalWriter:
     def _append(self, data: bytes) -> None:
         if self._fd is None:
             return
+        fd, view, span = self._fd, memoryview(data), None
         try:
-            view = memoryview(data)
             while view:  # one write for a whole line; the loop only on a short one
-                view = view[os.write(self._fd, view) :]
+                count = os.write(fd, view)
+                view = view[count:]
+                if view or span is not None:  # short: where it began, to cut it if need be
+                    span = _span(fd, count, span)
         except OSError as err:
+            if span is not None:
+                _untear(fd, span)
             self._close()
             what = f"journal {self.path}: {err.strerror or err}; journaling stops"
             self._warn(self.secrets.redact_text(what))
@@ -315,3 +321,28 @@ class JournalWriter:
     def _text(self, line: bytes) -> str:
         line = line.removesuffix(b"\n")
         return self.secrets.redact_line(line).decode("utf-8", "backslashreplace")
+
+
+def _span(fd: int, count: int, span: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Where the record being written begins and ends in the file after a write of
+    ``count`` more bytes of it: ``(start, end)``, (-1, end) once another process's
+    record came in between (O_APPEND puts each write at the end), or None when the
+    file has no offsets (a pipe)."""
+    try:
+        end = os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return None
+    if span is None:
+        return (end - count, end)
+    start = span[0] if end - count == span[1] else -1
+    return (start, end)
+
+
+def _untear(fd: int, span: tuple[int, int]) -> None:
+    """Cut a record a full disk left half written off the file, back to where it
+    began, so its readers are not left a torn last line; only when nothing was appended
+    after it since (the file is shared: another process's records are not ours to cut)."""
+    start, end = span
+    with contextlib.suppress(OSError):
+        if start >= 0 and os.fstat(fd).st_size == end:
+            os.ftruncate(fd, start)

@@ -86,9 +86,18 @@ def _text_lines(directory: int, name: str, budget: list[int]) -> int:
     if len(data) > _MAX_SOURCE_BYTES or b"\0" in data[:8192]:
         return 0
     try:
-        return len(data.decode("utf-8").splitlines())
+        data.decode("utf-8")
     except UnicodeDecodeError:
         return 0
+    return _line_count(data)
+
+
+def _line_count(data: bytes) -> int:
+    """The lines of ``data`` as an editor and git number them: ``\\n``-terminated, a
+    last line without one counted. Not ``splitlines()``, which also breaks at form
+    feeds, lone CRs and U+2028: a GNU C source with ``^L`` would be cited past its end."""
+    lines = data.count(b"\n")
+    return lines + 1 if data and not data.endswith(b"\n") else lines
 
 
 class Keyed(tuple):  # type: ignore[type-arg]

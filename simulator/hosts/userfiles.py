@@ -9,9 +9,10 @@ to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
 HOME is the user's own, unlike a project: a ``config.yaml`` or ``login.json`` that is a
 link to an existing file (a dotfiles manager's) is written through, the link left a
 link; a link to nothing is refused, since zread's Go would create its target wherever
-it points. Every change is a read-modify-write under an ``flock`` on ``.zread/``'s own
-descriptor (no lock file), and every file is replaced whole (temporary file, rename),
-so many processes on one HOME lose no update and leave nothing but zread's files.
+it points, and so is a loop of links. Every change is a read-modify-write under an
+``flock`` on ``.zread/``'s own descriptor (no lock file), and every file is replaced
+whole (temporary file, rename), so many processes on one HOME lose no update and leave
+nothing but zread's files.
 config.yaml and login.json are written 0600: they may hold a secret.
 
 Must not: write anywhere but ``home/.zread/``.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -81,6 +83,8 @@ class UserFiles:
         data = read_file(None, str(path), LIMITS[name], follow=True)
         if data is None and path.exists():  # a pipe, a directory: never waited on
             raise FilesError(f"{path}: not a regular file; zread-sim reads nothing there")
+        if data is None and path.is_symlink() and _loops(path):
+            raise _loop_error(path)
         return data
 
     def _decode(self, where: Path, decode: Callable[[], Any]) -> Any:
@@ -177,13 +181,32 @@ def _settings(base: Settings, values: Mapping[str, str], where: Path) -> Setting
 
 def _through_link(path: Path) -> Path:
     """``path``, or the existing regular file it links to; :class:`FilesError` for a
-    link to nothing (or to something that is not a regular file)."""
+    link to nothing (or to something that is not a regular file), or a loop of links."""
     if not path.is_symlink():
         return path
-    target = path.resolve()
+    try:
+        target = None if _loops(path) else path.resolve()
+    except RuntimeError:  # a loop made since, as Python 3.11 and 3.12 report one
+        target = None
+    if target is None:
+        raise _loop_error(path)
     if not target.is_file():
         what = "which is not a regular file" if target.exists() else "which does not exist"
         raise FilesError(
             f"{path}: a symbolic link to {os.readlink(path)}, {what}: nothing is written through it"
         )
     return target
+
+
+def _loop_error(path: Path) -> FilesError:
+    return FilesError(f"{path}: a symbolic link loop; zread-sim neither reads nor writes it")
+
+
+def _loops(path: Path) -> bool:
+    """Whether the links from ``path`` go round in a loop (``resolve()`` raises for one
+    on Python 3.11 and 3.12 only; later ones return a path that still loops)."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False

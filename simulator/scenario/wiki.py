@@ -4,8 +4,9 @@ Owns: drawing a code wiki that reads like one ("Architecture Overview", "Request
 Lifecycle", ... or, in Chinese, "项目概览", "Protobuf协议集成", ...), the same for a
 given seed, project, version and language whichever command asks, so generate's
 catalog is the one browse serves; the pages a scenario lists by hand
-(``[[world.project.pages]]``); each page's slug (zread's: ``<n>-`` and the slugified
-title, which the vm's ``tasks[].slug``, the page file and wiki.json all use); the
+(``[[world.project.pages]]``) or a draft on disk lists (with its own slugs); each
+page's slug (zread's: ``<n>-`` and the slugified title, which the vm's
+``tasks[].slug``, the page file and wiki.json all use); the
 markdown of a page as zread writes it; and the ids and dates of the scenario's earlier
 wikis. Slugs are :mod:`simulator.formats.ids`' (re-exported here); a drawn version id
 is written in its format (:func:`~simulator.formats.ids.version_id`'s text).
@@ -77,6 +78,14 @@ class Page(msgspec.Struct, frozen=True, gc=False):  # strings and ints: no cycle
     section: str = ""
     group: str = ""
     level: str = "Beginner"
+
+
+class DraftPageSpec(PageSpec, frozen=True, kw_only=True):
+    """A page of a draft read from disk: listed as a scenario lists it, with the slug
+    the draft already gave it. zread's slugs are not always the formula's (a longer
+    cut, another slugifier), and a resumed page keeps its file and its slug."""
+
+    slug: str
 
 
 class Version(msgspec.Struct, frozen=True, gc=False):
@@ -208,9 +217,8 @@ def _listed_page(n: int, spec: PageSpec, count: int, sections: Sequence[str]) ->
         tier = 2
     else:
         tier = 1
-    return Page(
-        n, spec.title, slug(n, spec.title), spec.section or sections[tier], spec.group, LEVELS[tier]
-    )
+    page_slug = spec.slug if isinstance(spec, DraftPageSpec) else slug(n, spec.title)
+    return Page(n, spec.title, page_slug, spec.section or sections[tier], spec.group, LEVELS[tier])
 
 
 # -- page text -----------------------------------------------------------------------------

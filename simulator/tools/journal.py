@@ -8,6 +8,10 @@ with the same pid is a new process), finding the client's mistakes in them
 ``--summary``, the figures of many journals at once, is
 :mod:`simulator.tools.journal_summary`'s.
 
+A last line with no newline that is not a record (a write a full disk cut short) is
+left out, with one line on stderr saying so; any other line that is not a record
+refuses the file.
+
 A violation is:
 
 - a line the session refused: a command out of turn, bad JSON or params, an internal
@@ -41,6 +45,7 @@ file); journals are only read.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
@@ -181,10 +186,12 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
     return processes
 
 
-def stream_lines(path: str) -> Iterator[bytes]:
+def stream_lines(path: str, torn: Callable[[str], None] | None = None) -> Iterator[bytes]:
     """The lines of the journal at ``path``, one at a time as it is read, within the
     journal's bound (:mod:`simulator.formats.bounds`; the lines before a line past it
-    come first); JournalReadError if it cannot be read."""
+    come first); JournalReadError if it cannot be read. A last line with no newline
+    that is not a record (a write a full disk cut short, or one still being written)
+    is left out, and ``torn`` told so in one line."""
     left = LIMITS["journal"]
     try:
         with open(path, "rb") as file:
@@ -195,14 +202,33 @@ def stream_lines(path: str) -> Iterator[bytes]:
                         f"journal {path}: larger than {LIMITS['journal'] >> 20} MiB, "
                         "the limit for journal"
                     )
-                yield from chunk.splitlines()  # as a whole file's splitlines() would
+                lines = chunk.splitlines()  # as a whole file's splitlines() would
+                if not chunk.endswith(b"\n") and lines and not _is_record(lines[-1]):
+                    lines.pop()  # only the last chunk has no newline: the file ends there
+                    if torn is not None:
+                        cut = "its last line is cut short (a full disk?); read without it"
+                        torn(f"journal {path}: {cut}")
+                yield from lines
     except OSError as err:
         raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
 
 
-def read(path: str) -> list[Process]:
-    """The processes of the journal at ``path``; JournalReadError if it cannot be read."""
-    return parse(stream_lines(path), f"journal {path}")
+def _is_record(raw: bytes) -> bool:
+    """Whether ``raw`` is blank or decodes as a record."""
+    if not raw.strip():
+        return True
+    try:
+        check_json_nesting(raw, "journal")
+        _DECODER.decode(raw)
+    except (FormatError, msgspec.DecodeError):
+        return False
+    return True
+
+
+def read(path: str, torn: Callable[[str], None] | None = None) -> list[Process]:
+    """The processes of the journal at ``path``; JournalReadError if it cannot be read
+    (``torn``: :func:`stream_lines`')."""
+    return parse(stream_lines(path, torn), f"journal {path}")
 
 
 def _entry(record: Line) -> JournalEntry:
@@ -386,13 +412,19 @@ def report(path: str, out: BinaryIO) -> int:
     """Print the journal at ``path`` to ``out``, every API key hidden (:func:`redacted`);
     1 when it holds violations, else 0 (JournalReadError, exit 2, when it cannot be
     read)."""
-    processes = read(path)
+    processes = read(path, torn=say)
     secrets = redacted(processes)
     lines, found = render(processes)
     text = "\n".join(printable(secrets.redact_text(line)) for line in lines) + "\n"
     out.write(text.encode("utf-8", "backslashreplace"))
     out.flush()
     return 1 if found else 0
+
+
+def say(line: str) -> None:
+    """A notice on stderr, as the command's errors are said (a torn last line's)."""
+    sys.stderr.write(f"zread-sim: {printable(line)}\n")
+    sys.stderr.flush()
 
 
 def run(files: list[str], out: BinaryIO, *, json_path: str = "") -> int:

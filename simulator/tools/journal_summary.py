@@ -49,6 +49,7 @@ from simulator.tools.journal import (
     printable,
     records,
     refusal,
+    say,
     stream_lines,
     violations,
 )
@@ -118,7 +119,7 @@ class Summary:
         """Read the journal at ``path`` and count its processes; JournalReadError (exit
         2) when it cannot be read."""
         still_open: dict[int, Process] = {}
-        for record in records(stream_lines(path), f"journal {path}"):
+        for record in records(stream_lines(path, torn=say), f"journal {path}"):
             self._fold(record, still_open)
         self.journals.append(path)
         for process in still_open.values():

@@ -276,13 +276,20 @@ def check_page(project: Path, text: str, slugs: set[str]) -> int:
             assert not path.startswith(("/", ".zread/")), line
             file = project / path
             assert file.is_file(), f"{line}: no such file in the project"
-            assert 1 <= first <= last <= len(file.read_text().splitlines()), line
+            assert 1 <= first <= last <= newline_lines(file.read_bytes()), line
             citations += 1
     for _, target in LINK.findall(text):
         if "#L" in target or "://" in target or target.startswith("#"):
             continue
         assert target in slugs, f"a link to {target!r}, which is not a page"
     return citations
+
+
+def newline_lines(data: bytes) -> int:
+    """The lines of a file as an editor, git and a reader's ``#L`` anchors number them:
+    ``\\n``-terminated, a last line without one counted (a form feed or a lone CR
+    starts no line)."""
+    return data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
 
 
 def check_version(project: Path, wiki_id: str, catalog: set[str] | None = None) -> dict[str, Any]:
@@ -354,6 +361,22 @@ def test_a_sandboxed_wiki_job_gets_a_wiki_every_reader_check_holds(
     assert all(path.startswith(".zread/") for path in changed), changed
     assert snapshot(home, skip=".zread") == home_before
     assert not (wiki_root(project) / "drafts").exists()
+
+
+def test_citations_stay_inside_files_with_form_feeds_and_carriage_returns(
+    tmp_path: Path, installs: Callable[..., Path]
+) -> None:
+    # GNU C sources separate pages with ^L, old Mac files end lines with a lone CR:
+    # splitlines() counts each as a line, and a 3-line file was cited at #L14-L15
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "getopt.c").write_bytes(b"int a;\n" + b"\f\n" * 1 + b"\f" * 200 + b"int b;\n")
+    (project / "notes.txt").write_bytes(b"one\r" * 200 + b"two\r\nthree")
+    home = make_home(tmp_path)
+    env = environment(tmp_path, home, installs("--speed", "0"))
+    done = zread("generate", "-y", "--stdio", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    check_version(project, current_id(project))
 
 
 # -- 2. the desktop hub -------------------------------------------------------------------

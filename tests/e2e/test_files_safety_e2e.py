@@ -326,6 +326,38 @@ def test_a_config_yaml_linked_to_dotfiles_is_saved_through_the_link(
     assert temp_files(home) == []
 
 
+@pytest.mark.timeout(30)
+def test_a_link_loop_in_home_is_one_line_for_the_config_and_no_log_line_for_the_log(
+    tmp_path: Path, bin_dir: Path
+) -> None:
+    home = make_home(tmp_path, with_key(SAMPLE_CONFIG))
+    project = make_project(tmp_path)
+    (home / ".zread" / "log").mkdir()
+    (home / ".zread" / "log" / "zread.log").symlink_to("zread.log")  # ln -s zread.log ...
+    env = environment(tmp_path, home, bin_dir)
+    done, _ = run(["zread", "generate", "-y", "--stdio"], env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert strict_events(done.stdout)[-1]["vm"]["state"] == "done"
+
+    config = home / ".zread" / "config.yaml"
+    config.unlink()
+    config.symlink_to("config.yaml")
+    save = json.dumps({"type": "save", "params": {}}).encode() + b"\n"
+    saved = subprocess.run(
+        ["zread", "config", "--stdio"],
+        env=env,
+        cwd=tmp_path,
+        input=save,
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert saved.returncode == 2, saved.stderr
+    text = one_line(saved.stderr)
+    assert mentions(text, config) and "a symbolic link loop" in text, text
+    assert config.is_symlink() and os.readlink(config) == "config.yaml"
+
+
 # -- 5. concurrent runs on one project --------------------------------------------------------
 
 OVERLAPPING = """\

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from simulator.hosts.dirfd import FilesError, LinkRefused
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
 from simulator.virtual import start
+from tests.samples import ZREAD_DEFAULT
 
 NOON = dt.datetime(2026, 4, 6, 13, 2, 13)
 
@@ -494,23 +496,92 @@ def test_a_draft_replaced_after_the_run_started_is_not_resumed(home: Path, proje
     )
 
 
-def test_a_resumed_draft_named_otherwise_commits_a_wiki_json_of_the_pages_present(
-    home: Path, project: Path
-) -> None:
+def write_draft(project: Path, language: str, pages: list[dict[str, str]]) -> Path:
+    """A draft on disk as another zread left it: its wiki.json listing ``pages``
+    (slug, title; the file named by the slug); its ``drafts/`` directory."""
     drafts = project / ".zread/wiki/drafts"
     drafts.mkdir(parents=True)
-    own = {"slug": "1-intro", "title": "Introduction", "file": "1-intro.md"}
-    pages = [{**own, "section": "S", "level": "Beginner"}]
+    entries = [
+        {
+            "slug": p["slug"],
+            "title": p["title"],
+            "file": f"{p['slug']}.md",
+            "section": "S",
+            "level": "Beginner",
+        }
+        for p in pages
+    ]
     index = {"id": "2026-04-06-130213", "generated_at": "2026-04-06T13:02:13Z"}
-    (drafts / "wiki.json").write_text(json.dumps({**index, "language": "en", "pages": pages}))
-    (drafts / "1-intro.md").write_text("Written by another tool.\n")
+    (drafts / "wiki.json").write_text(
+        json.dumps({**index, "language": language, "pages": entries}, ensure_ascii=False)
+    )
+    return drafts
+
+
+def test_a_resumed_draft_keeps_its_own_slugs_and_its_finished_pages(
+    home: Path, project: Path
+) -> None:
+    # zread's slugs are not always the simulator's formula: a short one, a long one
+    long = "2-" + "the-request-lifecycle-from-socket-to-handler-" * 3 + "x" * 32
+    assert len(long) == 169
+    drafts = write_draft(
+        project,
+        "en",
+        [
+            {"slug": "1-intro-page", "title": "Introduction"},
+            {"slug": long, "title": "The Request Lifecycle"},
+            {"slug": "3-setup", "title": "Setting Up"},
+        ],
+    )
+    (drafts / "1-intro-page.md").write_text("Written by zread itself.\n")
+    (drafts / f"{long}.md").write_text("Also zread's.\n")
     session = start("generate", "--draft", "resume", speed=0, home=home, project=project)
-    assert session.wait_done()["vm"]["state"] == "done"
+    first = session.last
+    assert first["vm"]["select_action"]["draft_done"] == 2
+    done = session.wait_done()
     session.close()
+    tasks = {t["slug"]: t["state"] for t in done["vm"]["pages"]["tasks"]}
+    assert tasks == {"1-intro-page": "resumed", long: "resumed", "3-setup": "done"}
     version = project / ".zread/wiki/versions/2026-04-06-130213"
     committed = decode_wiki((version / "wiki.json").read_bytes())
+    assert [p.slug for p in committed.pages] == ["1-intro-page", long, "3-setup"]
     files = sorted(p.name for p in version.iterdir() if p.name != "wiki.json")
-    assert [p.file for p in committed.pages] == files == ["1-introduction.md"]
+    assert files == sorted(["1-intro-page.md", f"{long}.md", "3-setup.md"])
+    assert (version / "1-intro-page.md").read_text() == "Written by zread itself.\n"
+    assert (version / f"{long}.md").read_text() == "Also zread's.\n"
+
+
+def test_a_resumed_draft_keeps_its_language_whatever_the_config_says(
+    home: Path, project: Path
+) -> None:
+    drafts = write_draft(
+        project,
+        "zh",
+        [
+            {"slug": "1-xiang-mu-gai-lan", "title": "项目概览"},
+            {"slug": "2-kuai-su-kai-shi", "title": "快速开始"},
+        ],
+    )
+    (drafts / "1-xiang-mu-gai-lan.md").write_text("项目的概览。\n")
+    (home / ".zread").mkdir()
+    config = ZREAD_DEFAULT.decode().replace("zh", "en").replace('api_key: ""', "api_key: sk-0")
+    (home / ".zread/config.yaml").write_text(config)
+    session = start("generate", "--draft", "resume", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    version = project / ".zread/wiki/versions/2026-04-06-130213"
+    assert decode_wiki((version / "wiki.json").read_bytes()).language == "zh"
+    written = (version / "2-kuai-su-kai-shi.md").read_text()
+    assert re.search(r"[\u4e00-\u9fff]", written.split("\n\n")[0]), written[:200]
+
+
+def test_a_draft_of_more_pages_than_a_run_resumes_is_one_error_naming_it(
+    home: Path, project: Path
+) -> None:
+    pages = [{"slug": f"{n}-p", "title": "P"} for n in range(1, 5002)]
+    drafts = write_draft(project, "en", pages)
+    with pytest.raises(FilesError, match=f"^{drafts}/wiki.json: 5001 pages, more than the 5000"):
+        store(home, project).world(load_scenario("empty").world)
 
 
 def test_browse_serves_the_wiki_json_the_start_read_without_reading_it_again(

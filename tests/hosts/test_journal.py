@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from simulator.hosts.journal import (
     JournalWriter,
     Line,
     Record,
+    _span,
+    _untear,
 )
 
 KEY = "sk-secret-123456"
@@ -164,6 +168,53 @@ def test_a_failing_write_is_said_once_and_journaling_stops() -> None:
     journal.exit(0.0, 0, "done")
     assert warned == ["journal /dev/full: No space left on device; journaling stops"]
     assert not journal.writing
+
+
+SHORT_WRITE = """
+import resource, signal, sys
+from simulator.hosts.journal import JournalWriter
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: a short write, then EFBIG
+path, limit = sys.argv[1], int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+journal = JournalWriter.open(path, warn=print, pid=5)
+journal.event(0.0, b'{"small":1}')
+journal.event(0.1, b'{"big":"' + b"x" * 4000 + b'"}')  # crosses the limit: cut short
+journal.event(0.2, b'{"after":1}')
+"""
+
+
+def test_a_record_a_full_file_cut_short_is_cut_off_the_file(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE makes a real short write, as a disk filling up mid-record does
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"kind":"exit","pid":1,"t":0.0,"code":0,"how":"done"}\n')
+    before = path.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_WRITE, str(path), str(len(before) + 1000)],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().count("journaling stops") == 1, done.stdout
+    data = path.read_bytes()
+    assert data.startswith(before) and data.endswith(b"\n"), data[-80:]
+    assert [r["kind"] for r in records(path)] == ["exit", "event"]  # the big one is gone
+
+
+def test_a_torn_record_another_process_wrote_after_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b'{"kind":"exit","pid":1,"t":0.0,"code":0,"how":"done"}\n')
+        span = _span(fd, os.write(fd, b'{"kind":"event","pid":2,"t":0'), None)
+        with open(path, "ab") as other:  # another process sharing the file appends
+            other.write(b'{"kind":"exit","pid":3,"t":0.0,"code":0,"how":"done"}\n')
+        before = path.read_bytes()
+        assert span is not None
+        _untear(fd, span)
+        assert path.read_bytes() == before  # its record is not ours to cut
+    finally:
+        os.close(fd)
 
 
 def test_line_records_carry_what_the_session_expected(tmp_path: Path) -> None:

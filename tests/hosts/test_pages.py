@@ -39,6 +39,22 @@ def test_project_sources_reads_a_bounded_number_of_files(
     assert project_sources(project) == [("README.md", 3), ("src/app.py", 40)]
 
 
+def test_project_sources_count_newline_terminated_lines(project: Path) -> None:
+    # splitlines() would also break at the form feeds, the lone CRs and U+2028
+    (project / "src" / "getopt.c").write_bytes(b"int a;\n\f\f\f\f\n\x0c/* b */\n")
+    (project / "mac.txt").write_bytes(b"one\rtwo\rthree\r")
+    (project / "dos.txt").write_bytes(b"one\r\ntwo\r\nthree")  # no newline at the end
+    (project / "sep.md").write_text("a\u2028b\x1c\x85c\n", encoding="utf-8")
+    assert project_sources(project) == [
+        ("README.md", 3),
+        ("dos.txt", 3),
+        ("mac.txt", 1),
+        ("sep.md", 1),
+        ("src/app.py", 40),
+        ("src/getopt.c", 3),
+    ]
+
+
 def test_a_page_cites_the_sources_and_reads_as_browse_draws_it() -> None:
     catalog = wiki.catalog(0, "acme/widget", 3)
     links = Keyed((p.title, p.slug) for p in catalog)

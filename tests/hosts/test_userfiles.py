@@ -169,6 +169,51 @@ def test_a_log_linked_to_nothing_is_not_written_and_the_run_goes_on(
     assert not target.parent.exists()
 
 
+def make_loop(link: Path, *, through: str) -> None:
+    """``link`` as a loop of links: to itself (``through`` empty) or through another."""
+    if through:
+        link.symlink_to(through)
+        (link.parent / through).symlink_to(link.name)
+    else:
+        link.symlink_to(link.name)
+
+
+@pytest.mark.parametrize("through", ["", "other.yaml"], ids=["itself", "two-links"])
+@pytest.mark.parametrize("name", ["config.yaml", "login.json"])
+def test_a_link_loop_is_one_error_naming_it_and_nothing_is_written(
+    home: Path, project: Path, name: str, through: str
+) -> None:
+    (home / ".zread").mkdir()
+    link = home / ".zread" / name
+    make_loop(link, through=through)
+    before = sorted(os.listdir(home / ".zread"))
+    effect: object = (
+        SaveConfig({"language": "en"}, initial={"language": "zh"})
+        if name == "config.yaml"
+        else SaveLogin("octocat", "cn", "glm-4.6")
+    )
+    said = f"^{link}: a symbolic link loop; zread-sim neither reads nor writes it$"
+    with pytest.raises(FilesError, match=said):
+        store(home, project).apply(effect)
+    with pytest.raises(FilesError, match=said):
+        store(home, project).world(load_scenario("default").world)
+    assert sorted(os.listdir(home / ".zread")) == before and link.is_symlink()
+
+
+@pytest.mark.parametrize("through", ["", "other.log"], ids=["itself", "two-links"])
+def test_a_log_in_a_link_loop_is_not_written_and_the_run_goes_on(
+    home: Path, project: Path, through: str
+) -> None:
+    (home / ".zread" / "log").mkdir(parents=True)
+    make_loop(home / ".zread" / "log" / "zread.log", through=through)
+    (home / ".zread" / "config.yaml").write_text(CONFIG.replace('api_key: ""', "api_key: sk-0"))
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    done = session.wait_done()
+    session.close()
+    assert done["error"] == "" and done["vm"]["state"] == "done"
+    assert (project / ".zread/wiki/current").is_file()
+
+
 def test_a_save_keeps_the_users_comments_anchors_and_quoting(home: Path, project: Path) -> None:
     (home / ".zread").mkdir()
     path = home / ".zread" / "config.yaml"

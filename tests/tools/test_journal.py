@@ -184,6 +184,39 @@ def test_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+def test_a_journal_a_full_disk_cut_short_is_read_without_its_torn_last_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    with Proc("config", "--journal", str(path)) as proc:
+        proc.read_event()
+        quit_cleanly(proc)
+    whole = journal_of(path)
+    with path.open("ab") as file:  # what a short write leaves: half a record, no newline
+        file.write(msgspec.json.encode(Exit(9, 0.5, 0, "quit"))[:20])
+    result = journal_of(path)
+    assert (result.returncode, result.stdout) == (0, whole.stdout)
+    assert result.stderr == (
+        f"zread-sim: journal {path}: its last line is cut short (a full disk?); read without it\n"
+    )
+
+
+def test_only_a_last_line_without_a_newline_may_be_torn(tmp_path: Path) -> None:
+    path = write_journal(tmp_path / "j.jsonl", START)
+    with path.open("ab") as file:
+        file.write(msgspec.json.encode(Exit(5, 0.5, 0, "quit")))  # whole, no newline: kept
+    said: list[str] = []
+    (process,) = read(str(path), torn=said.append)
+    assert process.exit == Exit(5, 0.5, 0, "quit") and said == []
+    path.write_bytes(path.read_bytes() + b"\n" + b'{"kind":"exit"\n')  # torn, then a newline
+    with pytest.raises(JournalReadError, match="line 3 is not a journal record"):
+        read(str(path), torn=said.append)
+    path.write_bytes(b'{"kind":"st\n' + msgspec.json.encode(START) + b"\n")  # not the last
+    with pytest.raises(JournalReadError, match="line 1 is not a journal record"):
+        read(str(path), torn=said.append)
+    assert said == []
+
+
 # -- the reader's rules ------------------------------------------------------------------
 
 

@@ -245,6 +245,19 @@ def test_a_summary_refuses_a_time_that_is_not_finite_in_milliseconds(tmp_path: P
     )
 
 
+def test_a_summary_reads_a_journal_without_its_torn_last_line_and_says_so(
+    tmp_path: Path,
+) -> None:
+    path = write_journal(tmp_path / "j.jsonl", START, Exit(5, 1.0, 0, "done"))
+    with path.open("ab") as file:
+        file.write(b'{"kind":"start","pid":6,"t":0.0,"ar')  # a full disk cut it short
+    result = journal_of(path, "--summary")
+    assert (result.returncode, result.stdout.splitlines()[0]) == (0, "1 session in 1 journal")
+    assert result.stderr == (
+        f"zread-sim: journal {path}: its last line is cut short (a full disk?); read without it\n"
+    )
+
+
 RSS = """import resource, subprocess, sys
 subprocess.run([sys.executable, "-m", "simulator", "journal", "--summary", sys.argv[1]],
                stdout=subprocess.DEVNULL, check=True)
