@@ -301,7 +301,7 @@ def test_a_full_stdout_is_one_line_and_exit_2() -> None:
         pytest.skip("needs /dev/full")
     done = shell("$PY version --stdio > /dev/full")
     assert done.returncode == 2
-    assert done.stderr.decode().splitlines() == ["zread-sim: No space left on device"]
+    assert done.stderr.decode().splitlines() == ["zread-sim: No space left on device (stdout)"]
 
 
 def test_a_delay_of_years_is_waited_for_not_a_crash() -> None:
