@@ -252,44 +252,37 @@ def test_signal_handlers_are_left_alone_off_the_main_thread(harnesses: list[Harn
 # -- the fd helpers and the endpoint ---------------------------------------------------
 
 
-def test_write_all_writes_more_than_a_pipe_holds_at_once() -> None:
+def through_a_pipe(data: bytes, *, blocking: bool, read_after: float) -> bytes:
+    """What a reader gets of ``data`` written with :func:`write_all` into a pipe whose
+    write end is (non-)blocking, reading only after ``read_after`` seconds."""
     read_end, write_end = os.pipe()
-    data = os.urandom(1 << 20)
+    os.set_blocking(write_end, blocking)
     chunks: list[bytes] = []
 
     def drain() -> None:
+        time.sleep(read_after)
         while chunk := os.read(read_end, 1 << 16):
             chunks.append(chunk)
 
-    reader = threading.Thread(target=drain)
+    reader = threading.Thread(target=drain, daemon=True)  # a failure hangs no run
     reader.start()
     write_all(write_end, data)
     os.close(write_end)
     reader.join(5)
     os.close(read_end)
-    assert b"".join(chunks) == data
+    return b"".join(chunks)
+
+
+def test_write_all_writes_more_than_a_pipe_holds_at_once() -> None:
+    data = os.urandom(1 << 20)
+    assert through_a_pipe(data, blocking=True, read_after=0) == data
 
 
 def test_write_all_waits_for_a_slow_reader_of_a_non_blocking_pipe() -> None:
     # A parent may share its own non-blocking pipe (Node does): a full pipe is the
-    # reader's pace, as for zread, not an error.
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
+    # reader's pace, as for zread, not an error. The reader comes once the pipe is full.
     data = os.urandom(1 << 20)
-    chunks: list[bytes] = []
-
-    def drain_late() -> None:
-        time.sleep(0.2)  # the pipe fills first
-        while chunk := os.read(read_end, 1 << 16):
-            chunks.append(chunk)
-
-    reader = threading.Thread(target=drain_late, daemon=True)  # a failure hangs no run
-    reader.start()
-    write_all(write_end, data)
-    os.close(write_end)
-    reader.join(5)
-    os.close(read_end)
-    assert b"".join(chunks) == data
+    assert through_a_pipe(data, blocking=False, read_after=0.2) == data
 
 
 def test_a_stdout_that_cannot_be_written_is_named() -> None:
