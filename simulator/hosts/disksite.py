@@ -6,8 +6,8 @@ project down by directory descriptor, following no link. A page that is not a re
 file reached so, or is too large, or is not UTF-8, is not served (the server answers
 404) and, the first time, one line on stderr says why (``zread-sim: browse: <path>: not
 served: a link``; or ``reached through a link``, ``missing``, ``not a regular file``,
-``not readable``, ``over 8 MiB``, ``not UTF-8``): a cloned repository can plant a link
-to any file.
+``not readable``, ``over 8 MiB``, ``not UTF-8``, ``not a plain name``, ``no project
+directory``, ``not in a directory``): a cloned repository can plant a link to any file.
 
 Must not: write anything.
 """

@@ -223,14 +223,15 @@ class Hosts:
         """Whether a request's ``Host`` names this server (or there is none)."""
         return host is None or host.strip().lower() in self.names
 
-    def refused(self, host: str) -> None:
-        """One stderr line per refused ``Host``, for the first :data:`REFUSALS_SHOWN`
-        of them (a page could send thousands)."""
+    def refused(self, host: str, named_by: str = "Host") -> None:
+        """One stderr line per refused name, for the first :data:`REFUSALS_SHOWN` of
+        them (a page could send thousands); ``named_by``: ``Host``, or ``target`` for
+        an absolute-form request target."""
         if host in self._refused or len(self._refused) >= REFUSALS_SHOWN:
             return
         self._refused.add(host)
         shown = ascii(host[:100])  # quoted, every control or non-ASCII character escaped
-        line = f"zread-sim: browse: refused a request for Host {shown}: not this server\n"
+        line = f"zread-sim: browse: refused a request for {named_by} {shown}: not this server\n"
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(line)
             sys.stderr.flush()
@@ -315,9 +316,10 @@ class Exchange:
             return _BAD_REQUEST
         # An absolute target's authority, not Host, names the server (RFC 9112 §3.2.2):
         # both must be this one.
-        for host in (_header(request, b"host"), target.netloc if target.scheme else None):
+        named = (("Host", _header(request, b"host")), ("target", target.netloc or None))
+        for named_by, host in named if target.scheme else named[:1]:
             if not self._hosts.allows(host):
-                self._hosts.refused(host or "")
+                self._hosts.refused(host or "", named_by)
                 return _MISDIRECTED
         length = _header(request, b"content-length")
         if length is not None and int(length) > MAX_BODY:  # h11 checked its digits

@@ -41,6 +41,8 @@ command that serves no wiki. The rules:
   not fill the threads). The threads are daemons: a render under way holds neither
   :meth:`HttpServer.close` nor the process's exit; its answer, come too late, is
   dropped.
+- An answer has ``request_timeout`` to be made too (a site that blocks): past it the
+  connection is closed unanswered, and its thread is free once the site returns.
 - :meth:`HttpServer.close` stops accepting, releases the port and ends every open
   connection at once, whatever it is waiting for (a render included), and returns
   within :data:`STOP_WAIT` seconds.
@@ -304,7 +306,11 @@ class HttpServer:
             path = None  # the path the site is asked for, if it is
             if isinstance(got, Ask):
                 path = got.path
-                got = got.outcome(await self._reply(path))
+                try:
+                    async with asyncio.timeout(self.request_timeout):
+                        got = got.outcome(await self._reply(path))
+                except TimeoutError:
+                    return  # a site that blocks: closed unanswered, as a peer too slow
             outcome = got
             writer.transport.set_write_buffer_limits(high=0)  # drain: all handed over
             firing = self._fault(outcome, path)

@@ -101,7 +101,7 @@ def test_an_absolute_target_naming_another_server_is_421(
     done = outcome(get(target, headers="Host: 127.0.0.1:9681\r\n"), site)
     assert done.reply.status is HTTPStatus.MISDIRECTED_REQUEST
     assert site.asked == []
-    assert "refused a request for Host" in capsys.readouterr().err
+    assert "refused a request for target " in capsys.readouterr().err
 
 
 def test_nothing_is_decided_before_the_head_ends() -> None:

@@ -42,10 +42,12 @@ def answer(path: str) -> Page:
     return Page(HTTPStatus.OK, "text/plain", BODY)
 
 
-def start(request_timeout: float = 10.0, site: Callable[[str], Page] = answer) -> HttpServer:
+def start(
+    request_timeout: float = 10.0, site: Callable[[str], Page] = answer, name: str = "httpserver"
+) -> HttpServer:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
-    return HttpServer(listener, site, request_timeout=request_timeout)
+    return HttpServer(listener, site, request_timeout=request_timeout, name=name)
 
 
 @pytest.fixture
@@ -287,15 +289,29 @@ def test_requests_for_a_path_being_answered_share_its_answer() -> None:
         running.close()
 
 
+def test_an_answer_not_made_within_the_deadline_closes_its_connection() -> None:
+    held = Held()
+    running = start(request_timeout=0.5, site=held)
+    try:
+        slow = ask(running, "/held")
+        slow.settimeout(10)
+        assert slow.recv(1) == b""  # closed unanswered at the deadline, the site still held
+        assert held.calls == ["/held"] and not held.release.is_set()
+        slow.close()
+    finally:
+        held.release.set()
+        running.close()
+
+
 def test_at_most_so_many_answers_are_made_at_once() -> None:
     held = Held()
-    running = start(site=held)
+    running = start(site=held, name="at-most")  # its threads, not another server's
     try:
         waiting = [ask(running, f"/held{n}") for n in range(WORKERS + 1)]
         assert wait_for(lambda: len(held.calls) == WORKERS)
         time.sleep(0.3)
         assert len(held.calls) == WORKERS  # the last waits for a thread
-        workers = [t for t in threading.enumerate() if ":worker" in t.name]
+        workers = [t for t in threading.enumerate() if t.name.startswith("at-most:worker")]
         assert len(workers) == WORKERS and all(t.daemon for t in workers)
         held.release.set()
         for sock in waiting:
