@@ -128,28 +128,10 @@ def hand_over(path: str) -> int | None:
     except OSError:
         return None
     try:
-        # A blocking connect waits while the server's backlog is full, up to SO_SNDTIMEO
-        # (a timeout set with settimeout would fail at once: EAGAIN, for a Unix socket).
-        whole, part = int(HANDOVER_TIMEOUT), int(HANDOVER_TIMEOUT % 1 * 1e6) or 1
-        timeval = whole.to_bytes(8, sys.byteorder) + part.to_bytes(8, sys.byteorder)
-        conn.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
-        conn.connect(path)
-        conn.settimeout(HANDOVER_TIMEOUT)  # then for the server's first line
-        if not _ours(conn):  # a listener another user planted: hand it nothing
+        if not _connect(conn, path):  # a listener another user planted: hand it nothing
             conn.close()
             return None
-        mask = os.umask(0o22)  # the only way to read it, short of /proc
-        os.umask(mask)
-        request = encode_request(
-            os.getcwdb(),
-            mask,
-            [os.fsencode(arg) for arg in sys.argv],
-            [name + b"=" + value for name, value in os.environb.items()],
-        )
-        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
-        sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        if sent < len(request):
-            conn.sendall(request[sent:])
+        _send_request(conn)
         reply = _Replies(conn)
         first = reply.line()
         if first != b"ok" and not _is_status(first):  # refused, or the server is gone
@@ -160,6 +142,41 @@ def hand_over(path: str) -> int | None:
         return None
     conn.settimeout(None)  # the child runs as long as its client wants
     return _served(conn, reply, None if first == b"ok" else first)
+
+
+def _connect(conn: "_socket.socket", path: str) -> bool:
+    """Connect ``conn`` to the server at ``path``, waiting at most
+    :data:`HANDOVER_TIMEOUT` there and then for each reply; whether the server runs as
+    this user (:func:`_ours`)."""
+    import _socket
+
+    # A blocking connect waits while the server's backlog is full, up to SO_SNDTIMEO
+    # (a timeout set with settimeout would fail at once: EAGAIN, for a Unix socket).
+    whole, part = int(HANDOVER_TIMEOUT), int(HANDOVER_TIMEOUT % 1 * 1e6) or 1
+    timeval = whole.to_bytes(8, sys.byteorder) + part.to_bytes(8, sys.byteorder)
+    conn.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
+    conn.connect(path)
+    conn.settimeout(HANDOVER_TIMEOUT)  # then for the server's first line
+    return _ours(conn)
+
+
+def _send_request(conn: "_socket.socket") -> None:
+    """Send this process's request (cwd, umask, argv, environment) with its three
+    standard streams."""
+    import _socket
+
+    mask = os.umask(0o22)  # the only way to read it, short of /proc
+    os.umask(mask)
+    request = encode_request(
+        os.getcwdb(),
+        mask,
+        [os.fsencode(arg) for arg in sys.argv],
+        [name + b"=" + value for name, value in os.environb.items()],
+    )
+    fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+    sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    if sent < len(request):
+        conn.sendall(request[sent:])
 
 
 def _ours(conn: "_socket.socket") -> bool:

@@ -40,6 +40,10 @@ in any spelling, and by value with every key some record of the file names (an
 
 Must not: write anything but to the stream it is given (and ``--summary``'s ``--json``
 file); journals are only read.
+
+Over 400 lines, for a reason: reading a hostile file (its bound, a torn last line, its
+depth, its times, its control characters) and judging it are one reader's rules, which
+``--summary`` shares; split, each half would restate the other's.
 """
 
 from __future__ import annotations
