@@ -65,9 +65,14 @@ def _size(limit: int) -> str:
 
 def check_size(data: bytes, kind: str, name: str | None = None) -> None:
     """:class:`FormatError` when ``data`` is larger than a ``kind`` file may be."""
-    limit = LIMITS[kind]
-    if len(data) > limit:
-        raise FormatError(f"{name or kind}: larger than {_size(limit)}, the limit for {kind}")
+    if len(data) > LIMITS[kind]:
+        raise too_large(kind, name)
+
+
+def too_large(kind: str, name: str | None = None) -> FormatError:
+    """The error of a ``kind`` file larger than it may be: :func:`check_size`'s, and a
+    reader's that counts the bytes as it reads them."""
+    return FormatError(f"{name or kind}: larger than {_size(LIMITS[kind])}, the limit for {kind}")
 
 
 _JSON_STRING: Final = rb'"(?:[^"\\]|\\.?)*"?'

@@ -65,6 +65,7 @@ from simulator.formats.bounds import (
     FormatError,
     check_json_nesting,
     in_words,
+    too_large,
 )
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, HttpFaultMet, Line, Record, Start
 
@@ -202,10 +203,7 @@ def stream_lines(path: str, torn: Callable[[str], None] | None = None) -> Iterat
             while chunk := file.readline(left + 1):
                 left -= len(chunk)
                 if left < 0:
-                    raise JournalReadError(
-                        f"journal {path}: larger than {LIMITS['journal'] >> 20} MiB, "
-                        "the limit for journal"
-                    )
+                    raise JournalReadError(str(too_large("journal", f"journal {path}")))
                 lines = chunk.splitlines()  # as a whole file's splitlines() would
                 if not chunk.endswith(b"\n") and lines and not _is_record(lines[-1]):
                     lines.pop()  # only the last chunk has no newline: the file ends there
