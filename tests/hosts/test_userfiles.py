@@ -137,6 +137,13 @@ def test_a_config_linked_to_a_file_elsewhere_is_saved_through_the_link(
     assert sorted(p.name for p in dotfiles.iterdir()) == ["zread.yaml"]
 
 
+def saving(name: str) -> object:
+    """The effect that writes the HOME file ``name`` (config.yaml or login.json)."""
+    if name == "config.yaml":
+        return SaveConfig({"language": "en"}, initial={"language": "zh"})
+    return SaveLogin("octocat", "cn", "glm-4.6")
+
+
 @pytest.mark.parametrize("name", ["config.yaml", "login.json"])
 def test_a_link_to_nothing_is_refused_and_nothing_is_created_through_it(
     home: Path, project: Path, tmp_path: Path, name: str
@@ -145,11 +152,7 @@ def test_a_link_to_nothing_is_refused_and_nothing_is_created_through_it(
     target = tmp_path / "elsewhere" / name
     link = home / ".zread" / name
     link.symlink_to(target)
-    effect: object = (
-        SaveConfig({"language": "en"}, initial={"language": "zh"})
-        if name == "config.yaml"
-        else SaveLogin("octocat", "cn", "glm-4.6")
-    )
+    effect = saving(name)
     with pytest.raises(FilesError, match="does not exist"):
         store(home, project).apply(effect)
     assert link.is_symlink() and os.readlink(link) == str(target)
@@ -187,11 +190,7 @@ def test_a_link_loop_is_one_error_naming_it_and_nothing_is_written(
     link = home / ".zread" / name
     make_loop(link, through=through)
     before = sorted(os.listdir(home / ".zread"))
-    effect: object = (
-        SaveConfig({"language": "en"}, initial={"language": "zh"})
-        if name == "config.yaml"
-        else SaveLogin("octocat", "cn", "glm-4.6")
-    )
+    effect = saving(name)
     said = f"^{link}: a symbolic link loop; zread-sim neither reads nor writes it$"
     with pytest.raises(FilesError, match=said):
         store(home, project).apply(effect)
