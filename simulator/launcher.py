@@ -7,10 +7,14 @@ which process the client launched (:func:`launched_pid`: a served run journals a
 launcher, the process the client knows).
 
 The launcher connects to the socket and sends one message: its standard streams (fds
-0, 1 and 2, as ``SCM_RIGHTS``) and a request, ``ZS2``, the length of the body as 4
-bytes big-endian, and the body: the working directory, the umask (octal digits), the
-number of arguments, the arguments (``sys.argv``), then the environment as
-``NAME=VALUE``, every field raw bytes ended by a NUL. The server answers in lines:
+0, 1 and 2) and its working directory (an ``O_PATH`` descriptor: the folder itself,
+whatever its name means in the server's mount namespace), as ``SCM_RIGHTS``, and a
+request, ``ZS3``, the length of the body as 4 bytes big-endian, and the body: the
+umask (octal digits), the number of arguments, the arguments (``sys.argv``), then the
+environment as ``NAME=VALUE``, every field raw bytes ended by a NUL. What no
+descriptor carries (namespaces, root, cgroup, credentials) and what the kernel keeps
+per process (resource limits, nice value, CPU affinity) the server reads itself, by
+the launcher's pid (:mod:`simulator.warmpeer`). The server answers in lines:
 ``ok`` (a child runs the command on those streams), or ``refused``; then, once the
 child ended, ``exit N`` or ``signal N``.
 After ``ok`` the launcher points its own 0, 1 and 2 at /dev/null (the client sees the
@@ -27,10 +31,13 @@ at most :data:`HANDOVER_TIMEOUT` (a server stopped or wedged): the launcher then
 the connection, which kills a child the server started for it, and runs the command
 itself.
 
-Without a server (no variable, no socket, nobody listening: a stale socket) or when
-it refuses (another uid), or when a standard stream is closed (the socket would take
-its number), :func:`hand_over` returns None and the program runs the command itself,
-silently, as it always did. The ``serve`` command itself is never handed over.
+Without a server (no variable, no socket, nobody listening: a stale socket), when the
+socket or its folder is another user's (or its folder is open to others' writes: the
+launcher does not even connect), when the server refuses (another uid, another
+namespace, root or cgroup, a limit its child cannot take on), or when a standard stream
+is closed (the socket would take its number), :func:`hand_over` returns None and the
+program runs the command itself, silently, as it always did. The ``serve`` command
+itself is never handed over.
 
 Must not: import anything but ``_socket``, ``_signal``, ``os`` and ``sys`` (the
 interpreter's start-up has loaded the last two already; ``socket``, ``struct``,
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
 
 VARIABLE = "ZREAD_SIM_SERVER"
 """The socket path of the warm server a ``zread`` hands its run to."""
-MAGIC = b"ZS2"
+MAGIC = b"ZS3"
 HANDOVER_TIMEOUT = 10.0
 """Seconds a launcher waits to connect, and then for the server's first line."""
 RELAYED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
@@ -76,9 +83,9 @@ MAX_REPLY = 64
 newline is not a server's reply, and the launcher stops reading."""
 
 
-def encode_request(cwd: bytes, umask: int, argv: list[bytes], environ: list[bytes]) -> bytes:
+def encode_request(umask: int, argv: list[bytes], environ: list[bytes]) -> bytes:
     """The request a launcher sends (see the module docstring)."""
-    fields = [cwd, b"%o" % umask, str(len(argv)).encode(), *argv, *environ]
+    fields = [b"%o" % umask, str(len(argv)).encode(), *argv, *environ]
     body = b"\0".join(fields) + b"\0"
     return MAGIC + len(body).to_bytes(4, "big") + body
 
@@ -91,24 +98,24 @@ def request_size(head: bytes) -> int | None:
     return 7 + int.from_bytes(head[3:7], "big")
 
 
-def decode_request(data: bytes) -> tuple[bytes, int, list[bytes], dict[bytes, bytes]]:
-    """(working directory, umask, arguments, environment) of a whole request;
-    ValueError when it is not one."""
+def decode_request(data: bytes) -> tuple[int, list[bytes], dict[bytes, bytes]]:
+    """(umask, arguments, environment) of a whole request; ValueError when it is not
+    one."""
     if request_size(data) != len(data) or not data.endswith(b"\0"):
         raise ValueError("not a launcher's request")
     fields = data[7:-1].split(b"\0")
-    if len(fields) < 2 or not fields[1] or fields[1].strip(b"01234567") or len(fields[1]) > 4:
+    if not fields[0] or fields[0].strip(b"01234567") or len(fields[0]) > 4:
         raise ValueError("a launcher's request without its umask")
-    count = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
-    if count < 1 or len(fields) < 3 + count:
+    count = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+    if count < 1 or len(fields) < 2 + count:
         raise ValueError("a launcher's request without its arguments")
-    argv = fields[3 : 3 + count]
+    argv = fields[2 : 2 + count]
     environ: dict[bytes, bytes] = {}
-    for entry in fields[3 + count :]:
+    for entry in fields[2 + count :]:
         name, equals, value = entry.partition(b"=")
         if equals and name:
             environ[name] = value
-    return fields[0], int(fields[1], 8) & 0o777, argv, environ
+    return int(fields[0], 8) & 0o777, argv, environ
 
 
 # -- the launcher ---------------------------------------------------------------------------
@@ -117,7 +124,7 @@ def decode_request(data: bytes) -> tuple[bytes, int, list[bytes], dict[bytes, by
 def hand_over(path: str) -> int | None:
     """Run this command in the warm server at ``path``: its exit code (or this process
     ends with the child's signal); None when there is none to run it, or it refused."""
-    if sys.argv[1:2] == ["serve"] or not path or not _streams_open():
+    if sys.argv[1:2] == ["serve"] or not path or not _streams_open() or not _mine(path):
         return None
     import _socket  # here, not above: the journal asks this module for launched_pid
 
@@ -160,21 +167,39 @@ def _connect(conn: "_socket.socket", path: str) -> bool:
     return _ours(conn)
 
 
+def _mine(path: str) -> bool:
+    """Whether ``path`` is a socket of this user's in a folder of this user's that
+    others cannot write to. Checked before connecting: a listener another user planted
+    at a stale path (one that never accepts, its backlog full) would hold the connect
+    for :data:`HANDOVER_TIMEOUT`."""
+    uid = os.getuid()
+    try:
+        sock = os.stat(path)
+        folder = os.stat(os.path.dirname(path) or ".")
+    except (OSError, ValueError):
+        return False
+    is_socket = sock.st_mode & 0o170000 == 0o140000  # S_ISSOCK, without the stat module
+    return is_socket and sock.st_uid == uid and folder.st_uid == uid and not folder.st_mode & 0o022
+
+
 def _send_request(conn: "_socket.socket") -> None:
-    """Send this process's request (cwd, umask, argv, environment) with its three
-    standard streams."""
+    """Send this process's request (umask, argv, environment) with its three standard
+    streams and its working directory."""
     import _socket
 
     mask = os.umask(0o22)  # the only way to read it, short of /proc
     os.umask(mask)
     request = encode_request(
-        os.getcwdb(),
         mask,
         [os.fsencode(arg) for arg in sys.argv],
         [name + b"=" + value for name, value in os.environb.items()],
     )
-    fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
-    sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2, cwd))
+        sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    finally:
+        os.close(cwd)
     if sent < len(request):
         conn.sendall(request[sent:])
 

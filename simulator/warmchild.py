@@ -3,7 +3,9 @@
 Owns: :func:`wait_and_become`, what a child forked by :mod:`simulator.warmserver` does to
 turn into the ``zread`` the client launched, then run it: a session of its own
 (``setsid``), the launcher's standard streams on fds 0, 1 and 2 and no other fd of the
-server's, the launcher's working directory, umask, environment and ``sys.argv``, the signal
+server's, the launcher's working directory (``fchdir`` to the descriptor it sent),
+umask, environment and ``sys.argv``, its resource limits, nice value and CPU affinity
+(:func:`simulator.warmpeer.apply`, before the command starts), the signal
 dispositions a fresh process has (SIGPIPE and SIGXFSZ ignored, SIGINT as
 ``KeyboardInterrupt``, the rest at their defaults) with SIGTERM, SIGINT and SIGHUP then
 caught as the program's first instruction catches them (:mod:`simulator.signals`), new
@@ -32,7 +34,7 @@ import tempfile
 from collections.abc import Callable
 from typing import TextIO
 
-from simulator import launcher, signals
+from simulator import launcher, signals, warmpeer
 
 STATUS_FD = 3
 """Where the child keeps its launcher's connection, to say its exit code."""
@@ -68,11 +70,15 @@ def wait_and_become(
         os._exit(code)
 
 
+_Fds = tuple[int, int, int, int, int]
+"""The launcher's three streams, its working directory, its connection."""
+
+
 def _receive(
     chan: int,
-) -> tuple[tuple[int, int, int, int], bytes, int, list[bytes], dict[bytes, bytes], int] | None:
-    """(fds: the three streams and the launcher's connection, cwd, umask, argv,
-    environment, launcher's pid) from the server; None at the end."""
+) -> tuple[_Fds, bytes, int, list[bytes], dict[bytes, bytes], int] | None:
+    """(fds, what the child takes on of the launcher's, umask, argv, environment,
+    launcher's pid) from the server; None at the end."""
     import array
     import socket
 
@@ -83,19 +89,22 @@ def _receive(
     data = b""
     size: int | None = None
     while size is None or len(data) < size:
-        chunk, ancillary, _flags, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(4 * fds.itemsize))
+        chunk, ancillary, _flags, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(5 * fds.itemsize))
         if not chunk:
             return None
         fds.extend(passed_fds(ancillary))
         data += chunk
-        if len(data) >= 11:
-            size = 4 + (launcher.request_size(data[4:11]) or 0)
+        carried = warmpeer.size(data[4:])
+        if carried is not None and len(data) >= 4 + carried + 7:
+            head = data[4 + carried : 4 + carried + 7]
+            size = 4 + carried + (launcher.request_size(head) or 0)
     conn.close()
-    cwd, umask, argv, environ = launcher.decode_request(data[4:size])
-    if len(fds) != 4:
+    if carried is None or len(fds) != 5:
         raise ValueError("a launch without its streams")
+    umask, argv, environ = launcher.decode_request(data[4 + carried : size])
     launcher_pid = int.from_bytes(data[:4], "big")
-    return (fds[0], fds[1], fds[2], fds[3]), cwd, umask, argv, environ, launcher_pid
+    settings = data[4 : 4 + carried]
+    return (fds[0], fds[1], fds[2], fds[3], fds[4]), settings, umask, argv, environ, launcher_pid
 
 
 def _say_exit(code: int) -> None:
@@ -114,14 +123,16 @@ def with_stderr(text: bytes) -> None:
 
 
 def _run(
-    fds: tuple[int, int, int, int],
-    cwd: bytes,
+    fds: _Fds,
+    settings: bytes,
     umask: int,
     argv: list[bytes],
     environ: dict[bytes, bytes],
     launcher_pid: int,
 ) -> int:
-    for target, fd in enumerate(fds):  # the streams on 0 to 2, the connection on 3
+    *streams, cwd, conn = fds
+    entered = _enter(cwd)
+    for target, fd in enumerate((*streams, conn)):  # the streams on 0 to 2, the connection on 3
         if fd != target:
             os.dup2(fd, target, inheritable=target < STATUS_FD)
     os.set_inheritable(STATUS_FD, False)
@@ -138,15 +149,22 @@ def _run(
     launcher.set_launched_pid(launcher_pid)
     tempfile.tempdir = None  # read again from this environment
     _fresh_signals()
-    try:
-        os.chdir(cwd)
-    except OSError as error:
+    if entered is not None:
         name = os.path.basename(sys.argv[0]) or "zread"
-        where = os.fsdecode(cwd)
-        line = f"{name}: cannot enter the working directory {where}: {error.strerror}\n"
+        line = f"{name}: cannot enter the working directory: {entered.strerror}\n"
         os.write(2, line.encode("utf-8", "backslashreplace"))
         return 2
+    warmpeer.apply(settings)
     return _command()
+
+
+def _enter(cwd: int) -> OSError | None:
+    """``fchdir`` to the launcher's working directory; what failed, if it did."""
+    try:
+        os.fchdir(cwd)
+    except OSError as error:
+        return error
+    return None
 
 
 def _fresh_signals() -> None:

@@ -18,8 +18,11 @@ take the loop's whole state as arguments.
   not while a client waits) and waits on a socket pair for its launch. A launch that
   finds no spare gets a child forked at once.
 - **A launch**: a connection whose peer (``SO_PEERCRED``) has another uid is answered
-  ``refused`` (and one line on the server's stderr names the uid); otherwise, once its
-  request and its three fds are in, they go to the spare with the connection itself
+  ``refused`` (and one line on the server's stderr names the uid); so is, silently, one
+  whose launcher lives elsewhere (another namespace, root or cgroup) or has a limit its
+  child could not take on (:mod:`simulator.warmpeer`); otherwise, once its request and
+  its four fds (three streams, the working directory) are in, they go to the spare with
+  what the child takes on of the launcher's (limits, nice, affinity) and the connection itself
   (the relayed signals were blocked around its fork), and ``ok`` is answered. A byte
   the launcher sends afterwards is a signal, sent on to the child (``os.kill``); the end
   of the connection (the launcher killed) kills the child (SIGKILL). The child says
@@ -61,7 +64,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from simulator import launcher
+from simulator import launcher, warmpeer
 from simulator.warmsocket import ServeError, listen, passed_fds, remove
 from simulator.warmup import die_with_parent, load_libc, rehearse, warm_up
 
@@ -71,7 +74,9 @@ REQUEST_TIMEOUT = 10.0
 """Seconds a connection has to send its whole request."""
 MAX_RESPAWN_PAUSE = 5.0
 """The longest pause before a spare that keeps dying is forked again."""
-_FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
+FDS = 4
+"""The descriptors a request carries: the three standard streams, the working directory."""
+_FDS_SPACE = socket.CMSG_SPACE(FDS * array.array("i").itemsize)
 _CREDENTIALS = struct.Struct("3i")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -82,11 +87,13 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class _Launch:
     """One launcher's connection, and the child that runs its command."""
 
-    __slots__ = ("conn", "data", "deadline", "fds", "launcher_pid", "pid", "pidfd")
+    __slots__ = ("carried", "conn", "data", "deadline", "fds", "launcher_pid", "pid", "pidfd")
 
-    def __init__(self, conn: socket.socket, launcher_pid: int) -> None:
+    def __init__(self, conn: socket.socket, launcher_pid: int, carried: bytes = b"") -> None:
         self.conn: socket.socket | None = conn
         self.launcher_pid = launcher_pid
+        self.carried = carried
+        """What the child takes on of the launcher's (:func:`simulator.warmpeer.settings`)."""
         self.deadline = time.monotonic() + REQUEST_TIMEOUT
         self.data = bytearray()
         self.fds: list[int] = []
@@ -143,10 +150,10 @@ def _pipe_or_socket(fd: int) -> bool:
 
 
 def _fds(launch: _Launch) -> array.array[int]:
-    """What a spare is given: the launcher's three streams, then the connection itself
-    (the child says its exit code on it, before its exit is reaped)."""
+    """What a spare is given: the launcher's three streams and working directory, then
+    the connection itself (the child says its exit code on it, before its exit is reaped)."""
     assert launch.conn is not None
-    return array.array("i", [*launch.fds[:3], launch.conn.fileno()])
+    return array.array("i", [*launch.fds[:FDS], launch.conn.fileno()])
 
 
 class WarmServer:
@@ -305,7 +312,12 @@ class WarmServer:
             launch.reply(b"refused")
             conn.close()
             return
-        launch = _Launch(conn, pid)
+        carried = warmpeer.settings(pid)
+        if carried is None:  # its run would not be the client's: it runs by itself
+            _Launch(conn, pid).reply(b"refused")
+            conn.close()
+            return
+        launch = _Launch(conn, pid, carried)
         self._selector.register(conn, selectors.EVENT_READ, launch)
         self._pending.add(launch)
         try:
@@ -339,7 +351,7 @@ class WarmServer:
         launch.fds.extend(passed_fds(ancillary))
         if launch.pid:  # the child runs: a byte is a signal, the end a kill
             self._relay(launch, data)
-        elif len(launch.fds) > 3:  # a request carries three: more is not a launcher's
+        elif len(launch.fds) > FDS:  # more than a request carries is not a launcher's
             self._close(launch)
         else:
             self._take(launch, data)
@@ -374,7 +386,7 @@ class WarmServer:
         except ValueError:
             self._close(launch)
             return
-        if len(launch.fds) != 3:
+        if len(launch.fds) != FDS:
             self._close(launch)
             return
         spare, self._spare = self._spare, None
@@ -385,7 +397,7 @@ class WarmServer:
                 self._close(launch)
                 return
         try:
-            message = launch.launcher_pid.to_bytes(4, "big") + request
+            message = launch.launcher_pid.to_bytes(4, "big") + launch.carried + request
             sent = spare.chan.sendmsg(
                 [message[:65536]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fds(launch)))]
             )

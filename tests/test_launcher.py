@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_request_round_trips_every_byte() -> None:
     argv = [b"zread", b"generate", b"--stdio", b"\xff not utf-8", b""]
     env = [b"HOME=/h", b"EMPTY=", b"WITH=EQUALS=SIGN"]
-    data = launcher.encode_request(b"/some/dir", 0o027, argv, env)
+    data = launcher.encode_request(0o027, argv, env)
     assert launcher.request_size(data[:7]) == len(data)
-    cwd, umask, decoded, environ = launcher.decode_request(data)
-    assert (cwd, umask, decoded) == (b"/some/dir", 0o027, argv)
+    umask, decoded, environ = launcher.decode_request(data)
+    assert (umask, decoded) == (0o027, argv)
     assert environ == {b"HOME": b"/h", b"EMPTY": b"", b"WITH": b"EQUALS=SIGN"}
 
 
@@ -34,7 +34,7 @@ def _request(body: bytes) -> bytes:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"XYZ\0\0\0\1\0", b"ZS2\0\0\0\2a\0", b"ZS1\0\0\0\x05/\x0022\x000\x00"],
+    [b"", b"XYZ\0\0\0\1\0", b"ZS3\0\0\0\2a\0", b"ZS2\0\0\0\x05/\x0022\x001\x00z\x00"],
 )
 def test_what_is_not_a_whole_request_is_refused(data: bytes) -> None:
     with pytest.raises(ValueError, match="launcher's request"):
@@ -44,12 +44,12 @@ def test_what_is_not_a_whole_request_is_refused(data: bytes) -> None:
 @pytest.mark.parametrize("umask", [b"", b"9", b"-1", b"07777"])
 def test_a_request_without_a_umask_is_refused(umask: bytes) -> None:
     with pytest.raises(ValueError, match="without its umask"):
-        launcher.decode_request(_request(b"/\x00" + umask + b"\x001\x00zread\x00"))
+        launcher.decode_request(_request(umask + b"\x001\x00zread\x00"))
 
 
 def test_a_request_without_its_arguments_is_refused() -> None:
     with pytest.raises(ValueError, match="without its arguments"):
-        launcher.decode_request(_request(b"/\x0022\x000\x00"))
+        launcher.decode_request(_request(b"22\x000\x00"))
 
 
 def _hand_over(path: str, *argv: str) -> str:
@@ -105,13 +105,29 @@ def test_the_launcher_imports_nothing_heavy() -> None:
     assert added & heavy == set()
 
 
+def test_only_a_socket_of_this_user_in_a_folder_closed_to_others_is_tried(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "zread.sock"
+    with socket.socket(socket.AF_UNIX) as ours:
+        ours.bind(str(path))
+        assert launcher._mine(str(path))
+        tmp_path.chmod(0o770)  # others of the group could put their own socket here
+        assert not launcher._mine(str(path))
+        tmp_path.chmod(0o700)
+    (tmp_path / "file").write_text("")
+    assert not launcher._mine(str(tmp_path / "file"))
+    assert not launcher._mine(str(tmp_path / "missing.sock"))
+    assert not launcher._mine("\0")
+
+
 @pytest.mark.skipif(not hasattr(os, "setuid") or os.getuid() != 0, reason="needs root to setuid")
-def test_a_listener_of_another_user_gets_nothing() -> None:
+def test_a_listener_of_another_user_is_skipped_without_a_connect() -> None:
     import shutil
     import tempfile
 
     folder = tempfile.mkdtemp()  # a shared place another user can reach, as /tmp is
-    os.chmod(folder, 0o777)
+    os.chmod(folder, 0o1777)
     try:
         _planted_listener_gets_nothing(os.path.join(folder, "planted.sock"))
     finally:
@@ -120,24 +136,35 @@ def test_a_listener_of_another_user_gets_nothing() -> None:
 
 def _planted_listener_gets_nothing(path: str) -> None:
     ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the planted listener, as uid 65534
+    if pid == 0:  # the planted listener, as uid 65534: its backlog full, it never accepts
         try:
             os.setuid(65534)
             server = socket.socket(socket.AF_UNIX)
             server.bind(path)
-            server.listen()
+            server.listen(0)
+            filler = socket.socket(socket.AF_UNIX)
+            filler.connect(path)  # the one place in the backlog: the next connect waits
             os.write(ready_w, b"!")
-            conn, _ = server.accept()
-            got = conn.recv(1 << 16)
-            os._exit(0 if got == b"" else 1)
+            os.read(done_r, 1)
+            server.setblocking(False)
+            server.accept()  # the filler's
+            try:
+                server.accept()
+            except BlockingIOError:
+                os._exit(0)  # nobody else knocked
+            os._exit(1)
         finally:
             os._exit(2)
     os.close(ready_w)
     assert os.read(ready_r, 1) == b"!"
-    assert launcher.hand_over(path) is None  # refused: the command runs here
+    started = time.monotonic()
+    assert launcher.hand_over(path) is None  # not tried: the command runs here
+    assert time.monotonic() - started < launcher.HANDOVER_TIMEOUT / 2  # no wait on a connect
+    os.write(done_w, b"!")
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0  # it read nothing: no request, no fd
+    assert os.waitstatus_to_exitcode(status) == 0  # it got no connection, no request, no fd
 
 
 def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ def test_a_stop_kills_the_children_and_their_launchers_see_it() -> None:
         proc.communicate()
 
 
-def test_a_peer_that_sends_more_than_three_fds_is_dropped() -> None:
+def test_a_peer_that_sends_more_fds_than_a_request_carries_is_dropped() -> None:
     server = ServerProcess()
     try:
         children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
@@ -352,9 +352,9 @@ def test_a_spare_that_dies_in_the_turn_of_its_launch_is_buried_once_and_forked_a
     server._spare = spare
     conn, peer = socket.socketpair()
     launch = _Launch(conn, os.getpid())
-    request = encode_request(b"/", 0o22, [b"zread", b"version", b"--stdio"], [])
+    request = encode_request(0o22, [b"zread", b"version", b"--stdio"], [])
     launch.data += request
-    launch.fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+    launch.fds = [os.open(os.devnull, os.O_RDWR) for _ in range(4)]
     held: list[int] = []
     try:
         # The turn's order: the launch is read first and handed to the dead spare
