@@ -424,7 +424,6 @@ def test_a_fifo_or_a_device_for_a_file_is_refused_at_once_in_one_line(
     home.mkdir()
     project.mkdir()
     env = {**os.environ, "HOME": str(home), **variables}
-    env.pop("ZREAD_SIM_SERVER", None)
     argv = simulator("generate", "--stdio", "-y", "--speed", "0", "--project", str(project), *args)
     done, took = run(argv, env=env, cwd=tmp_path, timeout=60)  # a hang fails, not hangs
     assert done.returncode == 2, done.stderr
@@ -441,7 +440,6 @@ def test_a_fifo_as_config_yaml_in_home_is_refused_at_once(tmp_path: Path) -> Non
     config = home / ".zread" / "config.yaml"
     os.mkfifo(config)
     env = {**os.environ, "HOME": str(home)}
-    env.pop("ZREAD_SIM_SERVER", None)
     done, _ = run(simulator("config", "--stdio"), env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     text = one_line(done.stderr)
