@@ -56,6 +56,10 @@ def run(
         _rooted(args, hosted.cwd)
     if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
         return _replay(args, stdin, stdout)
+    if args.control:  # a bad address is refused before anything is read or written
+        from simulator.runners.controlled import parse_address
+
+        parse_address(args.control)
     # A bad scenario reads and writes no file.
     scenario = load_scenario(args.scenario, base=None if hosted is None else hosted.cwd)
     if not args.journal:
