@@ -449,6 +449,68 @@ def test_a_fifo_as_config_yaml_in_home_is_refused_at_once(tmp_path: Path) -> Non
     assert sorted(os.listdir(home / ".zread")) == ["config.yaml"]
 
 
+# -- 4c. folders that cannot be used ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["generate", "--project", "{root}/nonexistent/dir"],
+            "project {root}/nonexistent/dir: no such folder; zread-sim creates none",
+        ),
+        (
+            ["generate", "--project", "typo/deep/proj"],
+            "project typo/deep/proj: no such folder; zread-sim creates none",
+        ),
+        (
+            ["browse", "--project", "{root}/gone"],
+            "project {root}/gone: no such folder; zread-sim creates none",
+        ),
+        (
+            ["config", "--home", "{root}/nohome"],
+            "home {root}/nohome: no such folder; zread-sim creates none",
+        ),
+        (["generate", "--project", "/proc"], "project /proc: cannot be written: "),
+        (["generate", "--project", "/sys"], "project /sys: cannot be written: "),
+        (["config", "--home", "/proc"], "home /proc: cannot be written: "),
+        (["login", "--home", "/proc"], "home /proc: cannot be written: "),
+    ],
+)
+def test_a_folder_that_cannot_be_used_is_refused_before_the_first_event(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
+    if any(word in ("/proc", "/sys") for word in argv) and not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc and /sys")
+    root = tmp_path / "root"
+    root.mkdir()
+    argv = [word.replace("{root}", str(root)) for word in argv]
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    before = tree_state(tmp_path)
+    done, _ = run(simulator(*argv, "--stdio"), env=env, cwd=root, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""  # before the first event
+    assert one_line(done.stderr).startswith("zread-sim: " + says.replace("{root}", str(root)))
+    assert tree_state(tmp_path) == before  # nothing created, nothing touched
+
+
+def test_a_read_only_project_serves_browse(tmp_path: Path) -> None:
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        simulator("browse", "--stdio", "--project", "/proc", "--port", "0"),
+        env=env,
+        input=b'{"type":"quit","params":{}}\n',
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert strict_events(done.stdout)[-1]["done"] is True
+
+
 # -- 5. concurrent runs on one project --------------------------------------------------------
 
 OVERLAPPING = """\
