@@ -359,7 +359,7 @@ class BrowseModel(Driver):
 
 CHART = {
     "name": "browse",
-    "project": True,  # reads and writes the project's .zread/wiki
+    "project": True,  # reads the project's .zread/wiki: a read-only project serves
     "model": "BrowseModel",
     "flags": "BrowseFlags",
     "timing": {"server_start": {"uniform": [0.2, 0.5]}},

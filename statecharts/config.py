@@ -152,6 +152,7 @@ class ConfigModel(Driver):
 
 CHART = {
     "name": "config",
+    "writes": "home",  # on save: HOME is checked writable before the first event
     "model": "ConfigModel",
     "failures": [],
     "initial": "starting",

@@ -561,6 +561,7 @@ _PAGE_END = [
 CHART = {
     "name": "generate",
     "project": True,  # reads and writes the project's .zread/wiki
+    "writes": "project",  # checked writable before the first event; HOME only its log
     "model": "GenerateModel",
     "flags": "GenerateFlags",
     "timing": {

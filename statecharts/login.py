@@ -226,6 +226,7 @@ class LoginModel(Driver):
 
 CHART = {
     "name": "login",
+    "writes": "home",  # login.json: HOME is checked writable before the first event
     "model": "LoginModel",
     "flags": "LoginFlags",
     "timing": {

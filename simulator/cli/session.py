@@ -56,10 +56,15 @@ def run(
         _rooted(args, hosted.cwd)
     if args.scenario.startswith("replay:"):  # a cassette played back (simulator.tools.replay)
         return _replay(args, stdin, stdout)
+    if args.control:  # a bad address is refused before anything is read or written
+        from simulator.runners.controlled import parse_address
+
+        parse_address(args.control)
     # A bad scenario reads and writes no file.
     scenario = load_scenario(args.scenario, base=None if hosted is None else hosted.cwd)
+    places = _places(args, environ)  # checked before anything is written, the journal too
     if not args.journal:
-        return _session(args, scenario, stdin, stdout, environ, None)
+        return _session(args, scenario, stdin, stdout, environ, None, places)
     from simulator.hosts.journal import JournalWriter
     from simulator.runners.stdio import write_line
 
@@ -71,9 +76,37 @@ def run(
         args.journal, warn=warn, pid=None if hosted is None else hosted.pid
     )
     try:
-        return _session(args, scenario, stdin, stdout, environ, journal)
+        return _session(args, scenario, stdin, stdout, environ, journal, places)
     finally:
         journal.close()
+
+
+def _places(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """zread's folders for the run, (HOME, project: "" when the command has none),
+    each checked as the command needs it (:func:`~simulator.hosts.places.check_places`);
+    None: no files (``--no-files``, or ``version``, which reads none)."""
+    if not args.files or args.command == "version":
+        return None
+    from pathlib import Path
+
+    from simulator.hosts.places import check_places
+    from statecharts import load_chart
+
+    hosted = IN_PROCESS.get()
+    chart = load_chart(args.command)
+    home = args.home or environ.get("HOME") or ""
+    project = (
+        (args.project or (os.getcwd() if hosted is None else hosted.cwd))
+        if chart.uses_project
+        else ""
+    )
+    check_places(
+        Path(home) if home else None,
+        Path(project) if project else None,
+        chart.writes,
+        home_named=bool(args.home),
+    )
+    return home, project
 
 
 def _rooted(args: argparse.Namespace, cwd: str) -> None:
@@ -106,6 +139,7 @@ def _session(
     stdout: BinaryIO,
     environ: Mapping[str, str],
     journal: JournalWriter | None,
+    places: tuple[str, str] | None,
 ) -> int:
     from simulator.hosts.effects import EffectHost
     from simulator.runners.stdio import LATENESS_FILE, ProcessRunner
@@ -113,14 +147,11 @@ def _session(
     hosted = IN_PROCESS.get()
     cwd = os.getcwd() if hosted is None else hosted.cwd
     store = None
-    # zread's files: HOME's (or --home's) .zread/ and the project's; version reads none.
-    if args.files and args.command != "version":
+    if places is not None:  # zread's files: HOME's (or --home's) .zread/ and the project's
         from simulator.hosts.files import FileStore
-        from statecharts import load_chart
 
-        home = args.home or environ.get("HOME") or None
-        project = (args.project or cwd) if load_chart(args.command).uses_project else None
-        store = FileStore(home, project)
+        home, project = places
+        store = FileStore(home or None, project or None)
     session = build_session(
         args.command,
         flags_of(args.command, args),

@@ -115,6 +115,7 @@ def compile_chart(module: types.ModuleType, *, machine_cls: type[Machine] = Char
         gates=gates,
         failures=checked.failures,
         uses_project=checked.uses_project,
+        writes=checked.writes,
         state_bits={state: 1 << i for i, state in enumerate(states)},
         gate_bits={gate: 1 << i for i, gate in enumerate(gates)},
         failure_bits={point: 1 << i for i, point in enumerate(checked.failures)},

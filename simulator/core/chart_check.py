@@ -56,6 +56,7 @@ class CheckedChart(msgspec.Struct, frozen=True):
     """One per entry, in the same order."""
     has_start: bool
     uses_project: bool
+    writes: frozenset[str]
 
 
 def check_chart(module: types.ModuleType) -> CheckedChart:
@@ -89,7 +90,18 @@ def check_chart(module: types.ModuleType) -> CheckedChart:
         transitions=specs,
         has_start=any(t["trigger"] == "_start" for t in transitions),
         uses_project=bool(data.get("project", False)),
+        writes=_writes(name, data.get("writes")),
     )
+
+
+WRITABLE = ("project", "home")
+"""What a chart's ``"writes"`` may name: the project's ``.zread/wiki``, HOME's ``.zread``."""
+
+
+def _writes(name: str, value: Any) -> frozenset[str]:
+    places = frozenset(_names(value))
+    _require(places <= set(WRITABLE), name, f"writes {sorted(places)}: only {WRITABLE}")
+    return places
 
 
 def _names(value: Any) -> list[str]:

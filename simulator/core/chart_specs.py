@@ -109,6 +109,9 @@ class Chart(msgspec.Struct, frozen=True):
     uses_project: bool
     """Whether the command reads or writes the project's ``.zread/wiki`` (the chart's
     ``"project"``; other commands never open it)."""
+    writes: frozenset[str]
+    """What the command may write, ``"project"`` and ``"home"`` (the chart's
+    ``"writes"``): those folders are checked writable before its first event."""
     state_bits: Mapping[str, int]
     gate_bits: Mapping[tuple[str, str], int]
     failure_bits: Mapping[str, int]

@@ -7,7 +7,8 @@ descriptor and refusing to follow a link at the last step:
 - :func:`open_dir` opens (or creates, then opens) a directory with
   ``O_DIRECTORY|O_NOFOLLOW``: a link there is a :class:`LinkRefused`; :func:`open_path`
   walks down several;
-- :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``;
+- :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``
+  (:func:`simulator.regularfile.read_regular`, which never waits on a FIFO);
 - :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, named
   ``.<name>.<random>.tmp``, which no reader takes for a page) and renames it over the
   name: a link at that name is replaced as a link, never written through;
@@ -34,10 +35,10 @@ import stat
 from collections.abc import Iterator
 
 from simulator.errors import ConfigurationError
+from simulator.regularfile import NotRegularFile, read_regular
 
 TEMP_SUFFIX = ".tmp"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -106,22 +107,10 @@ def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False
     regular file there: missing, a directory, a pipe (never waited on), or a link
     (``follow``: the file a link names is read, for the user's own files; ``parent``
     None: ``name`` is a path)."""
-    flags = _READ_FLAGS & ~os.O_NOFOLLOW if follow else _READ_FLAGS
     try:
-        fd = os.open(name, flags, dir_fd=parent)
-    except OSError:
+        return read_regular(name, name, limit, follow=follow, dir_fd=parent)
+    except (OSError, NotRegularFile):
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: str = "") -> None:

@@ -198,11 +198,11 @@ class FileStore:
             return self._wiki
         if self.project is None:
             return None
-        try:
-            if create:  # the project named may not exist yet: a test's directory
-                self.project.mkdir(parents=True, exist_ok=True)
+        try:  # the project exists: checked before the run began (simulator.hosts.places)
             project = os.open(self.project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
+            if create:
+                raise FilesError(f"{self.project}: the project is gone") from None
             return None
         except OSError as err:
             raise FilesError(f"{self.project}: cannot open the project: {err.strerror}") from None

@@ -59,6 +59,7 @@ from simulator.core.coverage import Reached
 from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
 from simulator.errors import ConfigurationError
+from simulator.regularfile import APPEND, NotRegularFile, open_regular
 
 
 class JournalError(ConfigurationError):
@@ -192,11 +193,13 @@ class JournalWriter:
         secrets: Secrets | None = None,
     ) -> JournalWriter:
         """Open ``path`` to append (created if missing, 0600: a journal holds what the
-        client sent); JournalError if it cannot be. ``warn`` is given
+        client sent); JournalError if it cannot be, or is not a regular file (a FIFO, a
+        device: refused at once). ``warn`` is given
         the one line to say when a later write fails."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(path, flags, 0o600)
+        try:  # a FIFO or a device is refused at once, never waited on
+            fd = open_regular(path, f"journal {path}", APPEND)
+        except NotRegularFile as err:
+            raise JournalError(str(err)) from None
         except OSError as err:
             raise JournalError(f"journal {path}: {err.strerror or err}") from None
         if pid is None:  # the process the client started (a warm server's: its launcher)

@@ -34,7 +34,8 @@ from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.formats import log as lf
 from simulator.formats import login as lg
 from simulator.formats.bounds import LIMITS, FormatError
-from simulator.hosts.dirfd import FilesError, flock, read_file, replace_file
+from simulator.hosts.dirfd import FilesError, flock, replace_file
+from simulator.regularfile import NotRegularFile, read_regular
 from simulator.scenario.world import Account, Settings, World
 
 _INTEGER_FIELDS = ("max_concurrent", "max_retries")
@@ -80,12 +81,16 @@ class UserFiles:
         """At most one byte past the file's limit, or None when there is no such
         regular file (a link is followed: HOME is the user's)."""
         path = self.dir / name
-        data = read_file(None, str(path), LIMITS[name], follow=True)
-        if data is None and path.exists():  # a pipe, a directory: never waited on
-            raise FilesError(f"{path}: not a regular file; zread-sim reads nothing there")
-        if data is None and path.is_symlink() and _loops(path):
-            raise _loop_error(path)
-        return data
+        try:  # a FIFO, a device, a directory: refused at once, never waited on
+            return read_regular(str(path), str(path), LIMITS[name])
+        except NotRegularFile as err:
+            raise FilesError(f"{err}; zread-sim reads nothing there") from None
+        except OSError as err:
+            if path.is_symlink() and _loops(path):
+                raise _loop_error(path) from None
+            if not path.exists():  # missing, or a link to nothing
+                return None
+            raise FilesError(f"{path}: cannot read: {err.strerror or err}") from None
 
     def _decode(self, where: Path, decode: Callable[[], Any]) -> Any:
         """What ``decode`` returns; its :class:`FormatError` as a :class:`FilesError`

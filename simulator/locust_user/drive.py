@@ -41,6 +41,7 @@ import msgspec
 from simulator.core.session import Session
 from simulator.hosts.effects import EffectHost
 from simulator.launcher import VARIABLE as SERVER_VARIABLE
+from simulator.regularfile import NotRegularFile, read_regular
 from simulator.runners.hooks import Live, Observer
 from simulator.runners.live import LiveSession
 from simulator.runners.output import OutputStage
@@ -351,10 +352,9 @@ def read_lateness(path: str) -> list[float]:
     (``{"lateness_s": [...]}``, :data:`~simulator.runners.stdio.LATENESS_FILE`); none
     from a file over :data:`MAX_LATENESS_FILE` bytes (no session writes that many)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_LATENESS_FILE + 1)
+        raw = read_regular(path, path, MAX_LATENESS_FILE)
         data = json.loads(raw) if len(raw) <= MAX_LATENESS_FILE else None
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, NotRegularFile):
         return []
     samples = data.get("lateness_s") if isinstance(data, dict) else None
     if not isinstance(samples, list):

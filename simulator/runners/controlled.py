@@ -23,6 +23,7 @@ import os
 import select
 import socket
 import stat
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +51,25 @@ class ControlAddressError(ConfigurationError, ValueError):
 
 
 def parse_address(value: str) -> tuple[str, str]:
-    """``"stdio"`` or ``"unix:PATH"`` → (kind, path)."""
+    """``"stdio"`` or ``"unix:PATH"`` → (kind, path); a PATH longer than a socket
+    address holds (:data:`SUN_PATH_MAX`) is refused: no peer could connect to it."""
     if value == "stdio":
         return "stdio", ""
     if value.startswith("unix:") and len(value) > len("unix:"):
-        return "unix", value[len("unix:") :]
+        path = value[len("unix:") :]
+        size = len(os.fsencode(path))
+        if size > SUN_PATH_MAX:
+            raise ControlAddressError(
+                f"--control unix:{path}: {size} bytes, longer than a socket address "
+                f"can be ({SUN_PATH_MAX} bytes here); give a shorter path"
+            )
+        return "unix", path
     raise ControlAddressError(f"--control takes stdio or unix:PATH, got {value!r}")
+
+
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+"""The longest path a Unix socket address holds: ``sun_path`` is 108 bytes on Linux,
+104 on macOS and the BSDs, a NUL included."""
 
 
 class _SignalsOnHang(Observer):

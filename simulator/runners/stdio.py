@@ -317,8 +317,11 @@ class ProcessRunner:
         previous: dict[signal.Signals, Any] = {}
         old_fd: int | None = None
 
+        from simulator import signals
+
         def on_signal(signum: int, frame: object) -> None:
             self._signalled = True
+            signals.end_if_stuck(signum)  # a write nobody reads would hold the quit
 
         try:
             old_fd = signal.set_wakeup_fd(write_end)
@@ -327,12 +330,14 @@ class ProcessRunner:
         except ValueError:  # not the main thread: signals stay as they are
             pass
         else:
-            from simulator import signals
-
-            self._signalled |= signals.take()  # one that came while the program started
+            held = signals.take_all()  # one that came while the program started
+            if held:
+                self._signalled = True
+                signals.end_if_stuck(held[0])
         try:
             yield read_end
         finally:
+            signals.disarm()
             self._wake = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -291,10 +291,17 @@ def start(
     store = None
     where = project if project is not None else home
     if where is not None:
+        from pathlib import Path
+
         from simulator.hosts.files import FileStore
+        from simulator.hosts.places import check_places
         from statecharts import load_chart
 
-        store = FileStore(home, where if load_chart(command).uses_project else None)
+        chart = load_chart(command)
+        in_project = Path(where) if chart.uses_project else None
+        home_path = Path(home) if home is not None else None
+        check_places(home_path, in_project, chart.writes, home_named=home is not None)
+        store = FileStore(home, in_project)
     session = build_session(command, args, scenario=scenario, seed=seed, speed=speed, home=store)
     effects = EffectHost.for_scenario(scenario, seed=seed, home=store)
     return SimSession(session, effects=effects, peer=peer)

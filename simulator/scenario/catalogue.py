@@ -98,18 +98,18 @@ def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
     """Parse a scenario reference: a built-in name, or a path ending in .toml."""
     if _is_path(ref):
         from simulator.formats.bounds import LIMITS, FormatError, check_size
+        from simulator.regularfile import NotRegularFile, read_regular
 
         path = ref if base is None else os.path.join(base, ref)
         try:
-            with open(path, "rb") as f:
-                data = f.read(LIMITS["scenario"] + 1)
+            data = read_regular(path, f"scenario {ref}", LIMITS["scenario"])
             check_size(data, "scenario", f"scenario {ref}")
             text = data.decode("utf-8")
         except OSError as err:
             raise ScenarioError(f"scenario {ref}: cannot read: {err.strerror}") from None
         except UnicodeDecodeError as err:
             raise ScenarioError(f"scenario {ref}: not UTF-8: {err.reason}") from None
-        except FormatError as err:
+        except (FormatError, NotRegularFile) as err:
             raise ScenarioError(str(err)) from None
         origin = path
     else:

@@ -30,6 +30,7 @@ import contextlib
 import datetime
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +46,7 @@ from simulator.formats.bounds import (
     check_size,
     in_words,
 )
+from simulator.regularfile import REPLACE, NotRegularFile, open_regular, read_regular, refusal
 
 CASSETTE_FORMAT: Final = "zread-sim-cassette"
 CASSETTE_VERSION: Final = 1
@@ -176,6 +178,10 @@ def check_out_path(out: Path) -> None:
     """:class:`RecordError` when a cassette cannot be written at ``out``."""
     if out.is_dir():
         raise RecordError(f"--out {out}: is a directory")
+    with contextlib.suppress(OSError):
+        mode = out.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO would hold the writer for ever, a device eat it
+            raise RecordError(str(refusal(f"--out {out}", mode)))
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise RecordError(f"--out {out}: no such directory {parent}")
@@ -186,11 +192,13 @@ def check_out_path(out: Path) -> None:
 def write_cassette(out: Path, cassette: Mapping[str, Any]) -> None:
     """``cassette`` at ``out``, readable by its owner only (:func:`dumps`)."""
     try:  # 0600: a cassette holds what both sides said, redacted or not
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fd = open_regular(str(out), f"--out {out}", REPLACE)
         with open(fd, "w", encoding="utf-8") as file:
             file.write(dumps(cassette))
     except OSError as exc:
         raise RecordError(f"--out {out}: cannot write the cassette ({exc.strerror})") from None
+    except NotRegularFile as exc:
+        raise RecordError(str(exc)) from None
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -206,14 +214,13 @@ def read_cassette(path: Path) -> dict[str, Any]:
 def _read_json(path: Path) -> Any:
     """The JSON at ``path``, within the cassette's bounds."""
     try:
-        with path.open("rb") as file:
-            data = file.read(LIMITS["cassette"] + 1)
+        data = read_regular(str(path), str(path), LIMITS["cassette"])
         check_size(data, "cassette", str(path))
         check_json_nesting(data, str(path))
         return decode_json(data)
     except OSError as exc:
         raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
-    except FormatError as exc:
+    except (FormatError, NotRegularFile) as exc:
         raise RecordError(str(exc)) from None
     except ValueError as exc:
         raise RecordError(f"{path}: not a cassette (not JSON: {exc})") from None

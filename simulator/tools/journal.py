@@ -68,6 +68,7 @@ from simulator.formats.bounds import (
     too_large,
 )
 from simulator.hosts.journal import HOWS, Cover, Event, Exit, HttpFaultMet, Line, Record, Start
+from simulator.regularfile import NotRegularFile, open_regular
 
 _WIDTH: Final = 160
 """How much of a line or an event the listing shows."""
@@ -199,7 +200,7 @@ def stream_lines(path: str, torn: Callable[[str], None] | None = None) -> Iterat
     is left out, and ``torn`` told so in one line."""
     left = LIMITS["journal"]
     try:
-        with open(path, "rb") as file:
+        with open(open_regular(path, f"journal {path}"), "rb") as file:  # a FIFO: refused
             while chunk := file.readline(left + 1):
                 left -= len(chunk)
                 if left < 0:
@@ -211,6 +212,8 @@ def stream_lines(path: str, torn: Callable[[str], None] | None = None) -> Iterat
                         cut = "its last line is cut short (a full disk?); read without it"
                         torn(f"journal {path}: {cut}")
                 yield from lines
+    except NotRegularFile as err:
+        raise JournalReadError(str(err)) from None
     except OSError as err:
         raise JournalReadError(f"journal {path}: {err.strerror or err}") from None
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from simulator.regularfile import NotRegularFile, open_regular
 from simulator.tools.cassette import (
     DIRECTIONS,
     RecordError,
@@ -242,7 +243,7 @@ def _digest(path: Path) -> str:
     if path.is_symlink():
         return hashlib.sha256(os.readlink(path).encode("utf-8", "surrogateescape")).hexdigest()
     sha = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(open_regular(str(path), str(path)), "rb") as handle:  # a FIFO: skipped
         while chunk := handle.read(1 << 20):
             sha.update(chunk)
     return sha.hexdigest()
@@ -260,7 +261,7 @@ def _snapshot(roots: Mapping[str, Path]) -> dict[tuple[str, str], str]:
             dirs.sort()
             for leaf in sorted(files) + [d for d in dirs if (Path(folder) / d).is_symlink()]:
                 path = Path(folder) / leaf
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, NotRegularFile):
                     found[(name, path.relative_to(root).as_posix())] = _digest(path)
     return found
 

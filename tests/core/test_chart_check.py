@@ -70,6 +70,14 @@ def test_a_chart_may_name_its_flags_and_use_the_project() -> None:
     assert (checked.flags_type, checked.uses_project) == (ToyFlags, True)
 
 
+def test_a_chart_names_what_it_writes_among_the_project_and_home() -> None:
+    assert check_chart(toy_module()).writes == frozenset()
+    checked = check_chart(toy_module(lambda c: c.update(writes=["project", "home"])))
+    assert checked.writes == {"project", "home"}
+    with pytest.raises(ChartError, match=r"writes \['disk'\]: only \('project', 'home'\)"):
+        check_chart(toy_module(lambda c: c.update(writes="disk")))
+
+
 def test_a_chart_that_names_no_model_is_refused() -> None:
     def edit(c: dict[str, Any]) -> None:
         del c["model"]

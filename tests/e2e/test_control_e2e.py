@@ -370,6 +370,34 @@ def approver_scenario(tmp_path: Path, approver: str = "control", auth_timeout: f
     return str(path)
 
 
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_a_control_path_longer_than_a_socket_address_is_refused_before_the_first_event(
+    tmp_path: Path, how: str
+) -> None:
+    from simulator.runners.controlled import SUN_PATH_MAX
+
+    path = str(tmp_path / ("s" * 200))[: SUN_PATH_MAX + 1]
+    journal = tmp_path / "j.jsonl"
+    argv = [sys.executable, "-m", "simulator", "generate", "--stdio", "--journal", str(journal)]
+    extra = {"ZREAD_SIM_CONTROL": f"unix:{path}"} if how == "variable" else {}
+    argv += ["--control", f"unix:{path}"] if how == "flag" else []
+    done = subprocess.run(
+        argv,
+        env=clean_environ(extra),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""  # before the first event
+    assert done.stderr.decode() == (
+        f"zread-sim: --control unix:{path}: {SUN_PATH_MAX + 1} bytes, longer than a socket "
+        f"address can be ({SUN_PATH_MAX} bytes here); give a shorter path\n"
+    )
+    assert os.listdir(tmp_path) == []  # no socket, no journal: nothing made
+
+
 # -- --control stdio: each subtype ---------------------------------------------------
 
 

@@ -358,6 +358,159 @@ def test_a_link_loop_in_home_is_one_line_for_the_config_and_no_log_line_for_the_
     assert config.is_symlink() and os.readlink(config) == "config.yaml"
 
 
+# -- 4b. files that are not regular files ----------------------------------------------------
+
+
+def not_regular_cases(root: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
+    """case -> (extra arguments, extra variables, the name the refusal gives): each file
+    the simulator reads or appends to, named as a FIFO (nobody at the other end) or a
+    device."""
+    fifo = root / "fifo"
+    os.mkfifo(fifo)
+    parent = root / "parent.toml"
+    parent.write_text(f'extends = "{fifo}"\n')
+    return {
+        "scenario flag": (
+            ["--scenario", str(fifo)],
+            {},
+            f"scenario {fifo}: not a regular file (a FIFO)",
+        ),
+        "scenario variable": (
+            [],
+            {"ZREAD_SIM_SCENARIO": str(fifo)},
+            f"scenario {fifo}: not a regular file (a FIFO)",
+        ),
+        "extends": (
+            ["--scenario", str(parent)],
+            {},
+            f"scenario {fifo}: not a regular file (a FIFO)",
+        ),
+        "scenario device": (
+            ["--scenario", "/dev/zero"],
+            {},
+            "scenario /dev/zero: not a regular file (a character device)",
+        ),
+        "cassette": (
+            ["--scenario", f"replay:{fifo}"],
+            {},
+            f"replay: {fifo}: not a regular file (a FIFO)",
+        ),
+        "journal": (["--journal", str(fifo)], {}, f"journal {fifo}: not a regular file (a FIFO)"),
+        "journal device": (
+            [],
+            {"ZREAD_SIM_JOURNAL": os.devnull},
+            f"journal {os.devnull}: not a regular file (a character device)",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "scenario flag",
+        "scenario variable",
+        "extends",
+        "scenario device",
+        "cassette",
+        "journal",
+        "journal device",
+    ],
+)
+def test_a_fifo_or_a_device_for_a_file_is_refused_at_once_in_one_line(
+    tmp_path: Path, case: str
+) -> None:
+    args, variables, refusal = not_regular_cases(tmp_path)[case]
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = {**os.environ, "HOME": str(home), **variables}
+    argv = simulator("generate", "--stdio", "-y", "--speed", "0", "--project", str(project), *args)
+    done, took = run(argv, env=env, cwd=tmp_path, timeout=60)  # a hang fails, not hangs
+    assert done.returncode == 2, done.stderr
+    assert one_line(done.stderr) == f"zread-sim: {refusal}\n"
+    assert done.stdout == b""  # refused before the first event
+    assert took < 30, took  # generous: a FIFO waited on would wait for ever
+    assert os.listdir(home) == [] and os.listdir(project) == []
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)  # left as it was
+
+
+def test_a_fifo_as_config_yaml_in_home_is_refused_at_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".zread").mkdir(parents=True)
+    config = home / ".zread" / "config.yaml"
+    os.mkfifo(config)
+    env = {**os.environ, "HOME": str(home)}
+    done, _ = run(simulator("config", "--stdio"), env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    text = one_line(done.stderr)
+    assert (
+        text == f"zread-sim: {config}: not a regular file (a FIFO); zread-sim reads nothing there\n"
+    )
+    assert sorted(os.listdir(home / ".zread")) == ["config.yaml"]
+
+
+# -- 4c. folders that cannot be used ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["generate", "--project", "{root}/nonexistent/dir"],
+            "project {root}/nonexistent/dir: no such folder; zread-sim creates none",
+        ),
+        (
+            ["generate", "--project", "typo/deep/proj"],
+            "project typo/deep/proj: no such folder; zread-sim creates none",
+        ),
+        (
+            ["browse", "--project", "{root}/gone"],
+            "project {root}/gone: no such folder; zread-sim creates none",
+        ),
+        (
+            ["config", "--home", "{root}/nohome"],
+            "home {root}/nohome: no such folder; zread-sim creates none",
+        ),
+        (["generate", "--project", "/proc"], "project /proc: cannot be written: "),
+        (["generate", "--project", "/sys"], "project /sys: cannot be written: "),
+        (["config", "--home", "/proc"], "home /proc: cannot be written: "),
+        (["login", "--home", "/proc"], "home /proc: cannot be written: "),
+    ],
+)
+def test_a_folder_that_cannot_be_used_is_refused_before_the_first_event(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
+    if any(word in ("/proc", "/sys") for word in argv) and not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc and /sys")
+    root = tmp_path / "root"
+    root.mkdir()
+    argv = [word.replace("{root}", str(root)) for word in argv]
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    before = tree_state(tmp_path)
+    done, _ = run(simulator(*argv, "--stdio"), env=env, cwd=root, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""  # before the first event
+    assert one_line(done.stderr).startswith("zread-sim: " + says.replace("{root}", str(root)))
+    assert tree_state(tmp_path) == before  # nothing created, nothing touched
+
+
+def test_a_read_only_project_serves_browse(tmp_path: Path) -> None:
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        simulator("browse", "--stdio", "--project", "/proc", "--port", "0"),
+        env=env,
+        input=b'{"type":"quit","params":{}}\n',
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert strict_events(done.stdout)[-1]["done"] is True
+
+
 # -- 5. concurrent runs on one project --------------------------------------------------------
 
 OVERLAPPING = """\

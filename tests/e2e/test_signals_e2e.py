@@ -17,6 +17,7 @@ covers.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -148,3 +149,79 @@ def test_a_tools_ctrl_c_during_start_up_ends_it_with_130_and_no_traceback(tmp_pa
     # held, then handed to the tool as its Ctrl-C when it gets its signals back.
     trial = _run(argv, env, Trial(delay=0.0, signum=signal.SIGINT))
     assert (trial.code, trial.stderr) == (130, b"")
+
+
+# -- a signal while the process waits on something -----------------------------------------
+
+
+def _simulator(*args: str) -> list[str]:
+    return [sys.executable, "-m", "simulator", *args]
+
+
+@pytest.mark.parametrize("signum", SIGNALS)
+def test_a_signal_while_it_waits_for_its_first_command_is_quit(tmp_path: Path, signum: int) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        _simulator("generate", "--stdio", "--no-files"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the first event: now it reads stdin, blocked
+        assert b'"waiting_for":["select_action"' in first, first
+        proc.send_signal(signum)
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert rest.splitlines()[-1].endswith(b'"done":true,"error":""}'), rest
+    assert b"Traceback" not in err
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs F_SETPIPE_SZ (Linux)")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_it_waits_to_write_to_a_reader_that_never_reads_ends_it(
+    tmp_path: Path, signum: int
+) -> None:
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    os.write(write_end, b"x" * fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ))  # full already
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        _simulator("generate", "--stdio", "--no-files"),
+        stdin=subprocess.PIPE,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 30
+        while not _writing(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until its first event waits for room that never comes
+        assert _writing(proc.pid), "it never came to write its first event"
+        proc.send_signal(signum)
+        code = proc.wait(timeout=30)  # generous: a hang fails here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(read_end)
+        if proc.stdin:
+            proc.stdin.close()
+    assert code == -signum  # quit cannot write its events: the signal ends it
+    assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
+    proc.stderr.close()
+
+
+def _writing(pid: int) -> bool:
+    """Whether ``pid`` waits in a write to a pipe (its ``wchan``)."""
+    try:
+        return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False

@@ -130,7 +130,10 @@ def test_the_failure_it_says_holds_no_key() -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     warned: list[str] = []
-    journal = JournalWriter.open("/dev/full", warn=warned.append, secrets=Secrets(["/dev/full"]))
+    fd = os.open("/dev/full", os.O_WRONLY)  # open() refuses a device: a disk that is full
+    journal = JournalWriter(
+        fd, "/dev/full", pid=7, warn=warned.append, secrets=Secrets(["/dev/full"])
+    )
     journal.event(0.0, b"{}")
     assert warned == ["journal ***: No space left on device; journaling stops"]
 
@@ -162,12 +165,31 @@ def test_a_path_it_cannot_open_is_a_configuration_error(tmp_path: Path) -> None:
 def test_a_failing_write_is_said_once_and_journaling_stops() -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    journal, warned = writer(Path("/dev/full"))
+    warned: list[str] = []
+    fd = os.open("/dev/full", os.O_WRONLY)  # open() refuses a device: a disk that is full
+    journal = JournalWriter(fd, "/dev/full", pid=7, warn=warned.append)
     journal.event(0.0, b"{}")
     journal.event(0.0, b"{}")
     journal.exit(0.0, 0, "done")
     assert warned == ["journal /dev/full: No space left on device; journaling stops"]
     assert not journal.writing
+
+
+def test_a_fifo_or_a_device_is_refused_at_once_never_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # with a reader, open() would not fail
+    try:
+        for path, what in ((fifo, "a FIFO"), (Path(os.devnull), "a character device")):
+            with pytest.raises(JournalError) as caught:
+                writer(path)
+            assert str(caught.value) == f"journal {path}: not a regular file ({what})"
+    finally:
+        os.close(reader)
+    os.unlink(fifo)
+    os.mkfifo(fifo)  # no reader: open(O_NONBLOCK) fails at once (ENXIO), never waits
+    with pytest.raises(JournalError, match=r"not a regular file \(a FIFO\)$"):
+        writer(fifo)
 
 
 SHORT_WRITE = """

@@ -22,7 +22,12 @@ import pytest
 from simulator.launch import build_session
 from simulator.runners import controlled
 from simulator.runners.admin import SESSION_ENDED
-from simulator.runners.controlled import ControlAddressError, _bind_private, parse_address
+from simulator.runners.controlled import (
+    SUN_PATH_MAX,
+    ControlAddressError,
+    _bind_private,
+    parse_address,
+)
 from simulator.runners.stdio import ProcessEndpoint
 
 GENERATE = b'{"type":"select_action","params":{"action":"generate"}}'
@@ -50,6 +55,22 @@ def test_parse_address_refuses(value: str) -> None:
         parse_address(value)
     assert str(caught.value) == f"--control takes stdio or unix:PATH, got {value!r}"
     assert isinstance(caught.value, ValueError)
+
+
+def test_a_path_longer_than_a_socket_address_is_refused() -> None:
+    fits = "/" + "a" * (SUN_PATH_MAX - 1)
+    assert parse_address(f"unix:{fits}") == ("unix", fits)
+    longer = fits + "b"
+    with pytest.raises(ControlAddressError) as caught:
+        parse_address(f"unix:{longer}")
+    assert str(caught.value) == (
+        f"--control unix:{longer}: {SUN_PATH_MAX + 1} bytes, longer than a socket address "
+        f"can be ({SUN_PATH_MAX} bytes here); give a shorter path"
+    )
+    # bytes, not characters: a name in UTF-8 counts each of its bytes
+    assert parse_address("unix:" + "é" * (SUN_PATH_MAX // 2))[0] == "unix"
+    with pytest.raises(ControlAddressError, match="longer than a socket address"):
+        parse_address("unix:" + "é" * (SUN_PATH_MAX // 2 + 1))
 
 
 # -- serve on pipes, in this process -------------------------------------------

@@ -584,3 +584,15 @@ def test_the_timeout_withdraws_the_request(tmp_path: Path) -> None:
     session = peer_login(tmp_path)
     assert session.wait_done()["vm"]["error"] == "authorization timed out"
     assert session.approval is None
+
+
+def test_start_refuses_a_missing_folder_in_the_words_of_the_command_line(tmp_path: Path) -> None:
+    from simulator.errors import ConfigurationError
+
+    missing = tmp_path / "typo" / "proj"
+    with pytest.raises(ConfigurationError) as caught:
+        start("generate", "-y", project=missing, home=tmp_path)
+    assert str(caught.value) == f"project {missing}: no such folder; zread-sim creates none"
+    with pytest.raises(ConfigurationError, match=r"^home .*nohome: no such folder; zread-sim"):
+        start("config", home=tmp_path / "nohome")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -175,6 +175,19 @@ def test_where_a_cassette_cannot_go_is_said_before_and_while_writing(tmp_path: P
     assert sorted(os.listdir(tmp_path)) == ["a-file"]
 
 
+def test_a_fifo_or_a_device_is_no_cassette_to_write_or_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, what in ((fifo, "a FIFO"), (Path(os.devnull), "a character device")):
+        with pytest.raises(RecordError, match=rf"^--out {path}: not a regular file \({what}\)$"):
+            check_out_path(path)
+        with pytest.raises(RecordError, match=rf"^--out {path}: not a regular file \({what}\)$"):
+            write_cassette(path, cassette([]))  # no reader: refused, not waited on
+        with pytest.raises(RecordError, match=rf"^{path}: not a regular file \({what}\)$"):
+            read_cassette(path)  # no writer: refused, not waited on
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
 # -- reading ------------------------------------------------------------------------------
 
 
