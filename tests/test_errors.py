@@ -26,6 +26,7 @@ WHOSE = {
     "simulator.cli.program.StreamClosedError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,
     "simulator.warmsocket.ServeError": ConfigurationError,
+    "simulator.regularfile.NotRegularFile": ConfigurationError,
     "simulator.hosts.dirfd.FilesError": ConfigurationError,
     "simulator.hosts.dirfd.LinkRefused": ConfigurationError,
     "simulator.formats.bounds.FormatError": ConfigurationError,
