@@ -180,8 +180,12 @@ def build_session(
     flags = args if isinstance(args, Flags) else parse_flags(command, args)
     if not isinstance(flags, load_chart(command).flags_type):
         raise FlagError(f"zread {command}: flags of type {type(flags).__name__} are not its own")
+    chart = load_chart(command)
     if home is not None:
         import msgspec
 
-        loaded = msgspec.structs.replace(loaded, world=home.world(loaded.world, seed=seed))
-    return Session(load_chart(command), loaded, flags=flags, seed=seed, speed=speed)
+        read = chart.model.versions_read(flags)
+        loaded = msgspec.structs.replace(
+            loaded, world=home.world(loaded.world, seed=seed, versions=read)
+        )
+    return Session(chart, loaded, flags=flags, seed=seed, speed=speed)

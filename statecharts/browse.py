@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 
 from simulator.core.command import Answer, Examples, Flag
-from simulator.core.driver import Driver, Flags, InvalidParams
+from simulator.core.driver import EVERY_VERSION, Driver, Flags, InvalidParams
 from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.scenario import wiki, wikiwords
 
@@ -230,6 +230,12 @@ class BrowseModel(Driver):
     _elapsed = False
     _failure = ""
     _started: ServerStarted | None = None
+
+    @classmethod
+    def versions_read(cls, flags: Flags) -> str:
+        """The version asked for, or every one: select_version shows each one's date."""
+        assert isinstance(flags, BrowseFlags)
+        return flags.version or EVERY_VERSION
 
     def versions(self) -> tuple[wiki.Version, ...]:
         """The world's wiki versions (ids and dates drawn where the scenario left them)."""

@@ -73,6 +73,13 @@ class Runtime(Protocol):
         ...
 
 
+CURRENT_VERSION = ""
+"""What :meth:`Driver.versions_read` gives by default: current's wiki.json only (or,
+with no current version, the newest's), the one date a first event shows."""
+EVERY_VERSION = "*"
+"""What :meth:`Driver.versions_read` gives for a list that shows every version's date."""
+
+
 class Driver:
     """Base of a chart's model: holds the vm and the runtime; callbacks are methods.
 
@@ -91,6 +98,13 @@ class Driver:
         self.flags = rt.flags
         """The command's flags: a subclass narrows the type to its chart's flags type."""
         self.vm = self.vm_type()
+
+    @classmethod
+    def versions_read(cls, flags: Flags) -> str:
+        """Whose wiki.json a start from the project's files reads: :data:`CURRENT_VERSION`,
+        :data:`EVERY_VERSION`, or one version's id. The other versions are known by their
+        folders' names only: a start costs the same whatever the project's past."""
+        return CURRENT_VERSION
 
     def on_quit(self) -> None:
         """Called when the client quits; release whatever the driver holds."""

@@ -32,11 +32,14 @@ def is_plain_name(name: str) -> bool:
     """Whether ``name`` is one plain path component: not empty, not ``.``/``..``, no
     separator, space or control character, at most 200 bytes in UTF-8 (a file name may
     have 255, and a temporary file's name adds to it)."""
+    # (a printable character that is a space is " " alone: the others are not printable)
     return (
-        0 < len(name.encode("utf-8", "surrogatepass")) <= _MAX_NAME
-        and name not in (".", "..")
-        and name.isprintable()
-        and not any(c in "/\\" or c.isspace() for c in name)
+        name.isprintable()
+        and " " not in name
+        and "/" not in name
+        and "\\" not in name
+        and name not in ("", ".", "..")
+        and len(name.encode("utf-8", "surrogatepass")) <= _MAX_NAME
     )
 
 
@@ -44,6 +47,35 @@ def version_id(local: dt.datetime) -> str:
     """zread's id of a wiki version made at ``local`` (wall-clock time, kept as given):
     ``YYYY-MM-DD-HHMMSS``."""
     return local.strftime(_VERSION_ID_FORMAT)
+
+
+def version_time(name: str) -> str | None:
+    """The UTC time a version id names (its local time), as Go writes it to the second;
+    None when ``name`` is not a version id."""
+    digits = name[:4] + name[5:7] + name[8:10] + name[11:]
+    if len(name) != 17 or name[4] + name[7] + name[10] != "---" or not digits.isascii():
+        return None
+    if not digits.isdigit() or int(name[15:]) > 59:
+        return None
+    minute = _minute_utc(name[:15])
+    return None if minute is None else f"{minute}:{name[15:]}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _minute_utc(prefix: str) -> str | None:
+    """``YYYY-MM-DD-HHMM`` of local time as UTC's ``YYYY-MM-DDTHH:MM`` (the versions of
+    one project share few minutes: each is converted once)."""
+    try:
+        local = dt.datetime(
+            int(prefix[:4]),
+            int(prefix[5:7]),
+            int(prefix[8:10]),
+            int(prefix[11:13]),
+            int(prefix[13:]),
+        )
+        return f"{local.astimezone(dt.UTC):%Y-%m-%dT%H:%M}"
+    except (ValueError, OverflowError, OSError):  # not a date, or past what the platform converts
+        return None
 
 
 def next_version_id(local: dt.datetime, taken: Container[str], skip: int = 0) -> str:

@@ -35,8 +35,10 @@ HttpJournal = Callable[[dict[str, str]], None]
 class Store(Protocol):
     """The world kept across commands, as a runner and a session's builder use it."""
 
-    def world(self, base: World, *, seed: int = 0) -> World:
-        """``base`` (a scenario's world) with what the store keeps laid over it."""
+    def world(self, base: World, *, seed: int = 0, versions: str = "") -> World:
+        """``base`` (a scenario's world) with what the store keeps laid over it;
+        ``versions``: whose wiki.json to read (:meth:`simulator.core.driver.Driver.
+        versions_read`)."""
         ...
 
     def apply(self, effect: object) -> None:

@@ -28,12 +28,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from simulator.core.driver import CURRENT_VERSION, EVERY_VERSION
 from simulator.core.effects import (
     CatalogReady,
     DraftLeft,
@@ -44,7 +45,7 @@ from simulator.core.effects import (
 )
 from simulator.formats import wiki as wf
 from simulator.formats.bounds import LIMITS, FormatError, in_words
-from simulator.formats.ids import go_time, is_plain_name
+from simulator.formats.ids import go_time, is_plain_name, version_time
 from simulator.hosts import dirfd, drafts
 from simulator.hosts.dirfd import FilesError
 from simulator.hosts.disksite import WIKI_PATH, DiskSite
@@ -89,19 +90,20 @@ class FileStore:
 
     # -- what a session starts from ----------------------------------------------------
 
-    def world(self, base: World, *, seed: int = 0) -> World:
-        """``base`` with the files laid over it (see the module docstring)."""
+    def world(self, base: World, *, seed: int = 0, versions: str = CURRENT_VERSION) -> World:
+        """``base`` with the files laid over it (see the module docstring); ``versions``
+        says whose wiki.json is read (:meth:`~simulator.core.driver.Driver.versions_read`)."""
         self._seed = seed
         world = self.user.world(base) if self.user is not None else base
         try:
-            world = self._project_side(world)
+            world = self._project_side(world, versions)
         except BaseException:
             self.close()  # refused: nothing stays open for a session that never starts
             raise
         self.log(f"start: seed {seed}, project {self.project}")
         return world
 
-    def _project_side(self, world: World) -> World:
+    def _project_side(self, world: World, versions: str) -> World:
         wiki = self._open_wiki(create=False)
         if wiki is None:
             return world
@@ -113,10 +115,7 @@ class FileStore:
                 current = wf.decode_current(data, wiki.where("current"))
             except FormatError as err:
                 raise FilesError(str(err)) from None
-        wikis = [
-            WikiVersion(id=index.id, timestamp=index.generated_at, current=index.id == current)
-            for index in self._versions(wiki)
-        ]
+        wikis = self._wikis(wiki, current, versions)
         draft: Draft | None = None
         project = world.project
         found = dirfd.open_dir(wiki.fd, drafts.DRAFTS, wiki.where(drafts.DRAFTS))
@@ -156,40 +155,66 @@ class FileStore:
         except (ValueError, msgspec.ValidationError) as err:
             raise FilesError(f"{where}: {in_words(err)}") from None
 
-    def _versions(self, wiki: drafts.Wiki) -> Iterator[wf.WikiIndex]:
-        """The versions on disk, by id (a directory is a version when it has a
-        wiki.json, and its id is its name), read within one budget of bytes."""
+    def _wikis(self, wiki: drafts.Wiki, current: str | None, wanted: str) -> list[WikiVersion]:
+        """The versions on disk, by id: a directory of ``versions/`` is a version when it
+        holds a wiki.json, and its id is its name. Only ``wanted``'s wiki.json is read
+        (see :meth:`world`), within one budget of bytes; another version whose name is a
+        version id is dated by its name (the local time it was made), which orders it
+        among the others and is never shown."""
         versions = dirfd.open_dir(wiki.fd, "versions", wiki.where("versions"))
         if versions is None:
-            return
-        budget = _VERSIONS_READ
+            return []
         try:
-            for name, _, is_dir in sorted(dirfd.entries(versions)):
-                if not is_dir:
-                    continue
-                version = dirfd.open_dir(versions, name, wiki.where("versions", name))
-                if version is None:  # pragma: no cover - removed while listed
-                    continue
-                try:
-                    data = dirfd.read_file(version, wf.WIKI_JSON, LIMITS["wiki.json"])
-                finally:
-                    os.close(version)
-                if data is None:
-                    continue
-                budget -= len(data)
-                if budget < 0:
-                    raise FilesError(
-                        f"{wiki.where('versions')}: more than {_VERSIONS_READ >> 20} MiB of "
-                        "wiki.json in all, the most zread-sim reads"
-                    )
-                where = wiki.where("versions", name, wf.WIKI_JSON)
-                index = wiki.decode(data, where)
-                self._read_versions[name] = (data, index)
-                if index.id != name:
-                    raise FilesError(f"{where}: id {index.id!r} is not its directory's name")
-                yield index
+            names = sorted(
+                name
+                for name, _, is_dir in dirfd.entries(versions)
+                if is_dir and dirfd.is_file(versions, f"{name}/{wf.WIKI_JSON}")
+            )
+            if wanted == EVERY_VERSION:
+                read = set(names)
+            elif wanted:
+                read = {wanted}
+            else:
+                read = {current if current in names else names[-1]} if names else set()
+            budget = [_VERSIONS_READ]
+            found: list[WikiVersion] = []
+            for name in names:
+                stamp = None if name in read else version_time(name)
+                if stamp is None:
+                    index = self._read_version(wiki, versions, name, budget)
+                    if index is None:  # pragma: no cover - removed while listed
+                        continue
+                    name, stamp = index.id, index.generated_at
+                found.append(WikiVersion(id=name, timestamp=stamp, current=name == current))
+            return found
         finally:
             os.close(versions)
+
+    def _read_version(
+        self, wiki: drafts.Wiki, versions: int, name: str, budget: list[int]
+    ) -> wf.WikiIndex | None:
+        """``versions/<name>/wiki.json``, decoded and kept for browse (None: gone)."""
+        version = dirfd.open_dir(versions, name, wiki.where("versions", name))
+        if version is None:  # pragma: no cover - removed while listed
+            return None
+        try:
+            data = dirfd.read_file(version, wf.WIKI_JSON, LIMITS["wiki.json"])
+        finally:
+            os.close(version)
+        if data is None:
+            return None
+        budget[0] -= len(data)
+        if budget[0] < 0:
+            raise FilesError(
+                f"{wiki.where('versions')}: more than {_VERSIONS_READ >> 20} MiB of "
+                "wiki.json in all, the most zread-sim reads"
+            )
+        where = wiki.where("versions", name, wf.WIKI_JSON)
+        index = wiki.decode(data, where)
+        self._read_versions[name] = (data, index)
+        if index.id != name:
+            raise FilesError(f"{where}: id {index.id!r} is not its directory's name")
+        return index
 
     def _open_wiki(self, *, create: bool) -> drafts.Wiki | None:
         """``project/.zread/wiki``, kept open (None: no project side, or none on disk and

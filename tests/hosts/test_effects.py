@@ -65,7 +65,7 @@ class Recorder:
         self.applied: list[object] = []
         self.closed = False
 
-    def world(self, base: World, *, seed: int = 0) -> World:
+    def world(self, base: World, *, seed: int = 0, versions: str = "") -> World:
         return base
 
     def apply(self, effect: object) -> None:

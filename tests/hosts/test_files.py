@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from simulator.core.driver import EVERY_VERSION
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
 from simulator.formats.wiki import decode_wiki
 from simulator.hosts.dirfd import FilesError, LinkRefused
@@ -475,7 +476,106 @@ def test_the_versions_are_read_within_one_budget(
         session.close()
     monkeypatch.setattr("simulator.hosts.files._VERSIONS_READ", 4000)  # about two
     with pytest.raises(FilesError, match=r"versions: more than 0 MiB of wiki\.json in all"):
-        store(home, project).world(load_scenario("empty").world)
+        store(home, project).world(load_scenario("empty").world, versions=EVERY_VERSION)
+    store(home, project).world(load_scenario("empty").world)  # current's only: within it
+
+
+def _many_versions(home: Path, project: Path, count: int) -> list[str]:
+    """``count`` versions in ``project``: one generated, the others copies of it, each
+    with its own id (a minute apart, oldest first), the last one current."""
+    session = start("generate", "-y", speed=0, home=home, project=project)
+    session.wait_done()
+    session.close()
+    versions = project / ".zread/wiki/versions"
+    (made,) = os.listdir(versions)
+    data = json.loads((versions / made / "wiki.json").read_text())
+    first = dt.datetime(2026, 1, 1, 9, 0, 0)
+    ids = []
+    for n in range(count):
+        moment = first + dt.timedelta(minutes=n)
+        wiki_id = moment.strftime("%Y-%m-%d-%H%M%S")
+        folder = versions / wiki_id
+        folder.mkdir()
+        data |= {"id": wiki_id, "generated_at": f"{moment:%Y-%m-%dT%H:%M:%S}.5Z"}
+        (folder / "wiki.json").write_text(json.dumps(data))
+        ids.append(wiki_id)
+    import shutil
+
+    shutil.rmtree(versions / made)
+    (project / ".zread/wiki/current").write_text(f"versions/{ids[-1]}")
+    return ids
+
+
+def _opens_at_start(home: Path, project: Path, *argv: str) -> int:
+    """How many files a session's start opens (``open`` audit events, in a process of
+    its own: an audit hook stays for its process's life)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from simulator.virtual import start\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda event, args: opened.append(1) if event == 'open' else None)\n"
+        f"session = start(*{list(argv)!r}, speed=0, home={str(home)!r}, project={str(project)!r})\n"
+        "count = len(opened)\n"
+        "session.close()\n"
+        "print(count)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+def test_a_start_opens_as_many_files_in_500_versions_as_in_5(tmp_path: Path) -> None:
+    counts = {}
+    for count in (5, 500):
+        home, project = tmp_path / f"home{count}", tmp_path / f"project{count}"
+        home.mkdir()
+        project.mkdir()
+        _many_versions(home, project, count)
+        counts[count] = (
+            _opens_at_start(home, project, "generate"),
+            _opens_at_start(home, project, "browse", "--version", "2026-01-01-090100"),
+        )
+    assert counts[5] == counts[500]
+
+
+def test_a_start_dates_the_versions_it_does_not_read_by_their_ids(
+    home: Path, project: Path
+) -> None:
+    ids = _many_versions(home, project, 4)
+    world = store(home, project).world(load_scenario("empty").world)
+    assert [v.id for v in world.wikis] == ids
+    assert [v.current for v in world.wikis] == [False, False, False, True]
+    assert world.wikis[-1].timestamp == "2026-01-01T09:03:00.5Z"  # read: its wiki.json's
+    local = [dt.datetime(2026, 1, 1, 9, n).astimezone(dt.UTC) for n in range(3)]
+    assert [v.timestamp for v in world.wikis[:3]] == [f"{t:%Y-%m-%dT%H:%M:%S}Z" for t in local]
+    every = store(home, project).world(load_scenario("empty").world, versions=EVERY_VERSION)
+    assert [v.timestamp for v in every.wikis] == [f"2026-01-01T09:0{n}:00.5Z" for n in range(4)]
+
+
+def test_without_a_current_version_the_newest_is_read(home: Path, project: Path) -> None:
+    ids = _many_versions(home, project, 3)
+    (project / ".zread/wiki/current").unlink()
+    world = store(home, project).world(load_scenario("empty").world)
+    assert world.wikis[-1].id == ids[-1]
+    assert world.wikis[-1].timestamp == "2026-01-01T09:02:00.5Z"
+    assert not any(v.current for v in world.wikis)
+
+
+def test_a_version_whose_wiki_json_is_broken_is_refused_only_when_read(
+    home: Path, project: Path
+) -> None:
+    ids = _many_versions(home, project, 3)
+    (project / ".zread/wiki/versions" / ids[0] / "wiki.json").write_text("{not json")
+    world = store(home, project).world(load_scenario("empty").world)
+    assert [v.id for v in world.wikis] == ids  # generate shows current's date only
+    with pytest.raises(FilesError, match=ids[0]):
+        store(home, project).world(load_scenario("empty").world, versions=EVERY_VERSION)
 
 
 def test_a_draft_replaced_after_the_run_started_is_not_resumed(home: Path, project: Path) -> None:
