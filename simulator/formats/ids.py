@@ -25,6 +25,7 @@ LEVELS: Final = ("Beginner", "Intermediate", "Advanced")
 """The reading levels a wiki page may have (wiki.json's ``level``), by name."""
 
 _VERSION_ID_FORMAT: Final = "%Y-%m-%d-%H%M%S"
+_TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(60))
 _MAX_NAME: Final = 200
 
 
@@ -49,9 +50,11 @@ def version_id(local: dt.datetime) -> str:
     return local.strftime(_VERSION_ID_FORMAT)
 
 
+@functools.lru_cache(maxsize=8192)
 def version_time(name: str) -> str | None:
     """The UTC time a version id names (its local time), as Go writes it to the second;
-    None when ``name`` is not a version id."""
+    None when ``name`` is not a version id. Kept: each start of a session in a project
+    dates the same versions again."""
     digits = name[:4] + name[5:7] + name[8:10] + name[11:]
     if len(name) != 17 or name[4] + name[7] + name[10] != "---" or not digits.isascii():
         return None
@@ -61,10 +64,8 @@ def version_time(name: str) -> str | None:
     return None if minute is None else f"{minute}:{name[15:]}Z"
 
 
-@functools.lru_cache(maxsize=1024)
 def _minute_utc(prefix: str) -> str | None:
-    """``YYYY-MM-DD-HHMM`` of local time as UTC's ``YYYY-MM-DDTHH:MM`` (the versions of
-    one project share few minutes: each is converted once)."""
+    """``YYYY-MM-DD-HHMM`` of local time as UTC's ``YYYY-MM-DDTHH:MM``."""
     try:
         local = dt.datetime(
             int(prefix[:4]),
@@ -81,14 +82,18 @@ def _minute_utc(prefix: str) -> str | None:
 def next_version_id(local: dt.datetime, taken: Container[str], skip: int = 0) -> str:
     """The id of the first whole second at or after ``local`` that ``taken`` does not
     hold, passing over ``skip`` free ones (a claim that lost a race tries the next)."""
-    moment = local.replace(microsecond=0)
-    while True:
-        candidate = version_id(moment)
-        if candidate not in taken:
-            if skip <= 0:
-                return candidate
-            skip -= 1
-        moment += dt.timedelta(seconds=1)
+    moment = local.replace(second=0, microsecond=0)
+    second = local.second
+    while True:  # a minute at a time: the seconds are two digits on the minute's id
+        minute = version_id(moment)[:-2]
+        for ss in range(second, 60):
+            candidate = minute + _TWO_DIGITS[ss]
+            if candidate not in taken:
+                if skip <= 0:
+                    return candidate
+                skip -= 1
+        moment += dt.timedelta(minutes=1)
+        second = 0
 
 
 def slug(n: int, title: str) -> str:

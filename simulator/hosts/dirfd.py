@@ -101,14 +101,6 @@ def _is_link(parent: int, name: str) -> bool:
         return False
 
 
-def is_file(parent: int, name: str) -> bool:
-    """Whether ``name`` in ``parent`` is a regular file (not a link), without opening it."""
-    try:
-        return stat.S_ISREG(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
-
-
 def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False) -> bytes | None:
     """At most ``limit + 1`` bytes of the regular file ``name`` in ``parent`` (one more
     than the limit, so the decoder knows a file is past it); None when there is no

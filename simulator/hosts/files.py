@@ -159,34 +159,37 @@ class FileStore:
         """The versions on disk, by id: a directory of ``versions/`` is a version when it
         holds a wiki.json, and its id is its name. Only ``wanted``'s wiki.json is read
         (see :meth:`world`), within one budget of bytes; another version whose name is a
-        version id is dated by its name (the local time it was made), which orders it
-        among the others and is never shown."""
+        version id is taken by its name (its wiki.json neither opened nor looked for)
+        and dated by it (the local time it was made), which orders it among the others
+        and is never shown. A start lists one directory, whatever the project's past."""
         versions = dirfd.open_dir(wiki.fd, "versions", wiki.where("versions"))
         if versions is None:
             return []
         try:
-            names = sorted(
-                name
-                for name, _, is_dir in dirfd.entries(versions)
-                if is_dir and dirfd.is_file(versions, f"{name}/{wf.WIKI_JSON}")
-            )
+            listed = sorted(name for name, _, is_dir in dirfd.entries(versions) if is_dir)
             if wanted == EVERY_VERSION:
-                read = set(names)
+                first = listed
             elif wanted:
-                read = {wanted}
-            else:
-                read = {current if current in names else names[-1]} if names else set()
+                first = [wanted] if wanted in listed else []
+            else:  # current's, or else the newest's that is there
+                first = ([current] if current in listed else []) + listed[::-1]
             budget = [_VERSIONS_READ]
-            found: list[WikiVersion] = []
-            for name in names:
-                stamp = None if name in read else version_time(name)
-                if stamp is None:
+            dates: dict[str, str | None] = {}  # None: no wiki.json, not a version
+            for name in first:
+                if name not in dates:
                     index = self._read_version(wiki, versions, name, budget)
-                    if index is None:  # pragma: no cover - removed while listed
-                        continue
-                    name, stamp = index.id, index.generated_at
-                found.append(WikiVersion(id=name, timestamp=stamp, current=name == current))
-            return found
+                    dates[name] = None if index is None else index.generated_at
+                    if index is not None and wanted != EVERY_VERSION:
+                        break
+            wikis = []
+            for name in listed:
+                stamp = dates[name] if name in dates else version_time(name)
+                if stamp is None and name not in dates:  # not an id: its wiki.json says
+                    index = self._read_version(wiki, versions, name, budget)
+                    stamp = None if index is None else index.generated_at
+                if stamp is not None:
+                    wikis.append(WikiVersion(id=name, timestamp=stamp, current=name == current))
+            return wikis
         finally:
             os.close(versions)
 
@@ -195,7 +198,7 @@ class FileStore:
     ) -> wf.WikiIndex | None:
         """``versions/<name>/wiki.json``, decoded and kept for browse (None: gone)."""
         version = dirfd.open_dir(versions, name, wiki.where("versions", name))
-        if version is None:  # pragma: no cover - removed while listed
+        if version is None:  # removed while listed
             return None
         try:
             data = dirfd.read_file(version, wf.WIKI_JSON, LIMITS["wiki.json"])

@@ -408,11 +408,14 @@ def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
 
 def versions(world: World, seed: int) -> tuple[Version, ...]:
     """The world's wiki versions, oldest first, with drawn ids and dates where empty."""
-    drawn = _drawn_versions(seed, len(world.wikis))
-    listed = [
-        Version(wiki.id or drawn_id, wiki.timestamp or drawn_stamp, wiki.current)
-        for wiki, (drawn_id, drawn_stamp) in zip(world.wikis, drawn, strict=True)
-    ]
+    if all(wiki.id and wiki.timestamp for wiki in world.wikis):  # on disk: nothing to draw
+        listed = [Version(wiki.id, wiki.timestamp, wiki.current) for wiki in world.wikis]
+    else:
+        drawn = _drawn_versions(seed, len(world.wikis))
+        listed = [
+            Version(wiki.id or drawn_id, wiki.timestamp or drawn_stamp, wiki.current)
+            for wiki, (drawn_id, drawn_stamp) in zip(world.wikis, drawn, strict=True)
+        ]
     if len(listed) > 1:  # (one, the common world, is in order)
         listed.sort(key=lambda v: v.timestamp)
     return tuple(listed)

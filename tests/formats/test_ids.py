@@ -13,6 +13,7 @@ from simulator.formats.ids import (
     next_version_id,
     slug,
     version_id,
+    version_time,
 )
 
 # -- is_plain_name ------------------------------------------------------------------------
@@ -185,3 +186,34 @@ def test_go_time_crosses_the_date_line_when_converting() -> None:
 def test_go_time_refuses_nanos_out_of_range(nanos: int) -> None:
     with pytest.raises(ValueError, match="nanos"):
         go_time(dt.datetime(2026, 1, 1), nanos)
+
+
+def test_next_version_id_walks_past_a_run_of_taken_seconds_across_minutes() -> None:
+    at = dt.datetime(2026, 4, 6, 13, 58, 30)
+    taken = {version_id(at + dt.timedelta(seconds=n)) for n in range(200)}
+    assert next_version_id(at, taken) == version_id(at + dt.timedelta(seconds=200))
+    assert next_version_id(at, taken, skip=1) == version_id(at + dt.timedelta(seconds=201))
+
+
+def test_version_time_is_the_ids_local_time_in_utc() -> None:
+    local = dt.datetime(2026, 4, 6, 13, 2, 13)
+    expected = f"{local.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%S}Z"
+    assert version_time(version_id(local)) == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "current",
+        "2026-04-06-13021",
+        "2026-04-06-1302130",
+        "2026-13-06-130213",
+        "2026-04-06-130260",
+        "2026/04/06-130213",
+        "\uff12\uff10\uff12\uff16-04-06-130213",
+        "2026-02-30-120000",
+    ],
+)
+def test_version_time_of_what_is_not_a_version_id_is_none(name: str) -> None:
+    assert version_time(name) is None

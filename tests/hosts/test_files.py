@@ -699,3 +699,25 @@ def test_browse_serves_the_wiki_json_the_start_read_without_reading_it_again(
     site = files.site(version_id)
     assert site is not None and site.wiki_json() == read_at_start
     files.close()
+
+
+def test_a_current_folder_without_its_wiki_json_gives_way_to_the_newest_that_has_one(
+    home: Path, project: Path
+) -> None:
+    ids = _many_versions(home, project, 3)
+    (project / ".zread/wiki/versions" / ids[-1] / "wiki.json").unlink()
+    world = store(home, project).world(load_scenario("empty").world)
+    assert [v.id for v in world.wikis] == ids[:2]  # a folder without one is no version
+    assert world.wikis[-1].timestamp == "2026-01-01T09:01:00.5Z"  # read: the newest's
+
+
+def test_a_folder_whose_name_is_not_an_id_is_read_to_know_it(home: Path, project: Path) -> None:
+    ids = _many_versions(home, project, 2)
+    odd = project / ".zread/wiki/versions/mine"
+    odd.mkdir()
+    (odd / "wiki.json").write_text("{}")
+    with pytest.raises(FilesError, match="mine"):
+        store(home, project).world(load_scenario("empty").world)
+    (odd / "wiki.json").unlink()
+    world = store(home, project).world(load_scenario("empty").world)
+    assert [v.id for v in world.wikis] == ids
