@@ -112,28 +112,32 @@ class Watch:
         self.killed: dict[int, str] = {}
         self.served: dict[int, Served] = {}
         """The calls served in-process, by pid: killed through their object."""
+        self._journal = Follower(journal)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _running(self) -> list[tuple[int, float, str]]:
         """(pid, seconds since it started, what it was doing) of each one running."""
-        from simulator.tools.journal import JournalReadError, read
+        from simulator.tools.journal import JournalReadError
 
         try:
-            processes = read(str(self.journal)) if self.journal.exists() else []
-        except JournalReadError:  # a line being written: look again next time
+            processes = self._journal.update()
+        except JournalReadError:  # not a journal (now): look again next time, from its start
+            self._journal = Follower(self.journal)
             return []
         running = []
         now = time.time()
         for process in processes:
             end = process.exit
-            if process.start is None or process.pid in self.killed:
+            if (end is not None and end.how != "hang") or process.start is None:
+                continue  # (ended: most of them, passed over first)
+            if process.pid in self.killed:
                 continue
             served = self.served.get(process.pid)
             alive = _alive(process.pid, process.start) if served is None else served.poll() is None
-            if (end is not None and end.how != "hang") or not alive:
-                continue  # a hang's exit record is written, and it runs on
+            if not alive:
+                continue  # (a hang's exit record is written, and it runs on)
             state, _ = where(process)
             doing = f"in state {state or '?'}: zread {' '.join(process.start.argv[1:])}"
             running.append((process.pid, now - _epoch(process.start.time), doing))
@@ -159,6 +163,48 @@ class Watch:
         self._thread.join(5)
         for pid, _, doing in self._running():
             self._kill(pid, f"still running when the test ended (killed): {doing}")
+
+
+class Follower:
+    """The processes of a journal still being written, read on from where the last
+    look stopped: a watch looks every 0.1 s, and reading the whole file each time would
+    cost more than the calls it watches. A line is taken once its newline is written;
+    a journal past its bound, or one cut shorter than was read (another file), is
+    :class:`~simulator.tools.journal.JournalReadError`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.processes: list[Process] = []
+        self._current: dict[int, Process] = {}
+        self._offset = 0
+        self._rest = b""
+        self._lines = 0
+
+    def update(self) -> list[Process]:
+        """The processes, with what was written since the last call."""
+        from simulator.formats.bounds import LIMITS, too_large
+        from simulator.tools.journal import JournalReadError, add_record, records
+
+        limit = LIMITS["journal"]
+        try:
+            with open(self.path, "rb") as file:
+                if os.fstat(file.fileno()).st_size < self._offset:
+                    raise JournalReadError(f"journal {self.path}: cut short while read")
+                file.seek(self._offset)
+                data = file.read(limit + 1 - self._offset)
+        except FileNotFoundError:
+            return self.processes
+        except OSError as err:
+            raise JournalReadError(f"journal {self.path}: {err.strerror or err}") from None
+        self._offset += len(data)
+        if self._offset > limit:
+            raise JournalReadError(str(too_large("journal", f"journal {self.path}")))
+        *whole, self._rest = (self._rest + data).split(b"\n")
+        lines = [part for line in whole for part in line.splitlines() or [b""]]
+        for record in records(lines, f"journal {self.path}", self._lines + 1):
+            add_record(self.processes, self._current, record)
+        self._lines += len(lines)
+        return self.processes
 
 
 def _alive(pid: int, start: Start) -> bool:

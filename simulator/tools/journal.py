@@ -148,10 +148,10 @@ class Violation:
         return f"pid {self.pid}: {self.kind}: {self.text}"
 
 
-def records(lines: Iterable[bytes], where: str = "journal") -> Iterator[Record]:
-    """The records of a journal's lines, blank lines skipped; JournalReadError at the
-    first line that is not one."""
-    for number, raw in enumerate(lines, 1):
+def records(lines: Iterable[bytes], where: str = "journal", first: int = 1) -> Iterator[Record]:
+    """The records of a journal's lines (the first is line ``first``), blank lines
+    skipped; JournalReadError at the first line that is not one."""
+    for number, raw in enumerate(lines, first):
         if not raw.strip():
             continue
         try:
@@ -177,19 +177,25 @@ def parse(lines: Iterable[bytes], where: str = "journal") -> list[Process]:
     processes: list[Process] = []
     current: dict[int, Process] = {}
     for record in records(lines, where):
-        process = current.get(record.pid)
-        if process is None or isinstance(record, Start):
-            process = current[record.pid] = Process(record.pid)
-            processes.append(process)
-        if isinstance(record, Start):
-            process.start = record
-        elif isinstance(record, Cover):
-            process.covers.append(record)
-        elif isinstance(record, Line | Event | Exit | HttpFaultMet):
-            process.records.append(record)
-        else:  # a timer record
-            process.late.append(record.late)
+        add_record(processes, current, record)
     return processes
+
+
+def add_record(processes: list[Process], current: dict[int, Process], record: Record) -> None:
+    """Put ``record`` in its process (``current``: the last process of each pid), a
+    new one at a ``start``."""
+    process = current.get(record.pid)
+    if process is None or isinstance(record, Start):
+        process = current[record.pid] = Process(record.pid)
+        processes.append(process)
+    if isinstance(record, Start):
+        process.start = record
+    elif isinstance(record, Cover):
+        process.covers.append(record)
+    elif isinstance(record, Line | Event | Exit | HttpFaultMet):
+        process.records.append(record)
+    else:  # a timer record
+        process.late.append(record.late)
 
 
 def stream_lines(path: str, torn: Callable[[str], None] | None = None) -> Iterator[bytes]:

@@ -12,7 +12,7 @@ import pytest
 
 from simulator.core.entries import JournalEntry
 from simulator.hosts.journal import JournalWriter
-from simulator.tools.calls import Watch, ZreadCall, calls
+from simulator.tools.calls import Follower, Watch, ZreadCall, calls
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -95,3 +95,34 @@ def test_the_watch_leaves_an_exited_process_and_kills_the_rest_at_its_close(
         sleeper.wait()
     assert list(watch.killed) == [sleeper.pid]
     assert watch.killed[sleeper.pid].startswith("still running when the test ended (killed)")
+
+
+def test_a_follower_reads_on_from_where_it_stopped_and_sees_what_a_whole_read_sees(
+    tmp_path: Path,
+) -> None:
+    from simulator.tools.journal import JournalReadError, read
+
+    journal = tmp_path / "journal.jsonl"
+    follower = Follower(journal)
+    assert follower.update() == []  # no journal yet
+    first = writer(journal, 11)
+    first.start(["zread", "config", "--stdio"], "/project", "config")
+    first.event(0.5, b'{"vm":{}}\n', "editing")
+    assert [p.pid for p in follower.update()] == [11]
+    data = journal.read_bytes()
+    second = writer(journal, 12)
+    second.start(["zread", "update", "--stdio"], "/project", "update")
+    whole = journal.read_bytes()[len(data) :]
+    journal.write_bytes(data + whole[:10])  # a line half written: not taken yet
+    assert [p.pid for p in follower.update()] == [11]
+    journal.write_bytes(data + whole)
+    first.exit(0.75, 0, "quit")
+    processes = follower.update()
+    assert [(p.pid, p.exit is not None) for p in processes] == [(11, True), (12, False)]
+    assert processes == read(str(journal))
+    journal.write_bytes(b"")  # another file now
+    with pytest.raises(JournalReadError, match="cut short"):
+        follower.update()
+    journal.write_bytes(b"\n\n{not a record}\n")
+    with pytest.raises(JournalReadError, match="line 3"):
+        Follower(journal).update()
