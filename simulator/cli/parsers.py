@@ -14,6 +14,7 @@ Must not: print, or run anything.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -94,6 +95,14 @@ def topic_parser(topic: str, name: str, *, with_simulator_options: bool = True) 
     return parser
 
 
+@functools.lru_cache(maxsize=64)
+def _built(topic: str, name: str) -> TopicParser:
+    """:func:`topic_parser`, built once a process (a parse changes nothing in it): a
+    client's launches served in-process each parse a command line, and building its
+    parser costs more than the session it starts."""
+    return topic_parser(topic, name)
+
+
 def parsed_arguments(topic: str, name: str, argv: list[str]) -> argparse.Namespace | str:
     """``argv`` parsed by the parser of ``topic``; with ``-h``/``--help`` among them, the
     topic whose help was asked for instead ("" for the program's).
@@ -107,6 +116,6 @@ def parsed_arguments(topic: str, name: str, argv: list[str]) -> argparse.Namespa
     if topic == "version" and argv[1:] == ["--stdio"]:
         return argparse.Namespace(help=None, stdio=True, **dict.fromkeys(ENVIRONMENT))
     try:
-        return topic_parser(topic, name).parse_args(argv[1:] if topic else argv)
+        return _built(topic, name).parse_args(argv[1:] if topic else argv)
     except _HelpRequested as requested:
         return requested.topic
