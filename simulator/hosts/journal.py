@@ -34,8 +34,12 @@ line) goes through the writer's :attr:`JournalWriter.secrets`
 so a key is hidden by name in any spelling and, once known (the world's, HOME's
 ``config.yaml``'s, one a line named), by value wherever it occurs.
 
-The file is opened once, with ``O_APPEND``, and each record is one ``write`` of one
-whole line, so records of processes sharing the file never mix. A write that fails
+The file is opened once, with ``O_APPEND``, and each record is written whole lines at a
+time, so records of processes sharing the file never mix: one ``write`` a record, or,
+while a runner works between two waits (:meth:`JournalWriter.hold`), one ``write`` for
+all the records of that stretch, before it waits again (:meth:`JournalWriter.release`):
+whenever the process waits, its journal is whole; a kill while it works loses what it
+did since its last wait, as a process's own buffered writes would be lost. A write that fails
 later (a full disk) is said once on stderr and journaling stops; the run goes on as it
 would without a journal. A record the failure cut short is cut off the file again
 (``ftruncate`` back to where it began), unless another process appended after it.
@@ -160,7 +164,7 @@ _ENCODER: Final = msgspec.json.Encoder()
 class JournalWriter:
     """Appends one process's records to a journal file; see the module docstring."""
 
-    __slots__ = ("_fd", "_lock", "_warn", "exited", "path", "pid", "secrets")
+    __slots__ = ("_fd", "_held", "_lock", "_warn", "exited", "path", "pid", "secrets")
 
     def __init__(
         self,
@@ -172,6 +176,8 @@ class JournalWriter:
         secrets: Secrets | None = None,
     ) -> None:
         self._fd: int | None = fd
+        self._held: list[bytes] | None = None
+        """The records written since :meth:`hold`, not yet in the file."""
         self._lock = threading.Lock()
         """Held to write or close: ``http_fault`` records come from the server's thread."""
         self.path = path
@@ -287,11 +293,29 @@ class JournalWriter:
 
         return seen
 
+    def hold(self) -> None:
+        """Keep the records from now on, to be written together by :meth:`release`."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+
+    def release(self) -> None:
+        """Write the records kept since :meth:`hold` (one ``write``), and write each
+        one at once again."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._append(b"".join(held))
+
     def close(self) -> None:
         with self._lock:
             self._close()
 
     def _close(self) -> None:
+        self._flush()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -302,7 +326,10 @@ class JournalWriter:
             return
         data = _ENCODER.encode(record) + b"\n"
         with self._lock:
-            self._append(data)
+            if self._held is not None:
+                self._held.append(data)
+            else:
+                self._append(data)
 
     def _append(self, data: bytes) -> None:
         if self._fd is None:

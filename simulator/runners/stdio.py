@@ -217,12 +217,22 @@ class ProcessRunner:
                 _write_lateness(self._lateness_file, lateness.samples)
 
     def _loop(self, live: LiveSession, wakeup: int | None) -> None:
+        try:
+            self._turns(live, wakeup)
+        finally:
+            if self._journal is not None:
+                self._journal.release()  # ended, hung or killed: what it did is in the file
+
+    def _turns(self, live: LiveSession, wakeup: int | None) -> None:
         # poll, not epoll: epoll refuses regular files, and stdin may be one.
         with selectors.PollSelector() as selector:
             selector.register(self._in_fd, selectors.EVENT_READ, "stdin")
             if wakeup is not None:
                 selector.register(wakeup, selectors.EVENT_READ, "signal")
             watching = True
+            journal = self._journal
+            if journal is not None:
+                journal.hold()
             # 1. The first event, before anything is read.
             live.start()
             while not live.finished and not live.hung:
@@ -234,9 +244,13 @@ class ProcessRunner:
                 timeout = None if wake is None else min(MAX_WAIT, max(0.0, wake - self._clock()))
                 if self._signalled:
                     timeout = 0.0  # terminate() came before the selector could hear it
+                if journal is not None:
+                    journal.release()  # whole whenever the process waits
                 ready = selector.select(timeout)
                 if self._killed:
                     raise _Killed
+                if journal is not None:
+                    journal.hold()
                 # 3. Fire what is due by now, writing each event as it comes.
                 live.tick()
                 if self._signalled:

@@ -314,3 +314,24 @@ def test_records_from_two_threads_never_mix(tmp_path: Path) -> None:
     journal.close()
     kinds = [str(record["kind"]) for record in records(path)]
     assert sorted(kinds) == ["event"] * 300 + ["http_fault"] * 300
+
+
+def test_records_held_between_two_waits_are_written_together_on_release(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    journal.start(["zread", "config", "--stdio"], "/p", "config")
+    assert len(records(path)) == 1  # not held: at once
+    journal.hold()
+    journal.event(0.1, b'{"a":1}')
+    journal.event(0.2, b'{"a":2}')
+    assert len(records(path)) == 1  # held: not in the file yet
+    other, _ = writer(path, pid=8)  # another process's, in between
+    other.event(0.15, b'{"b":1}')
+    journal.release()
+    assert [r["pid"] for r in records(path)] == [7, 8, 7, 7]  # whole lines, never mixed
+    journal.event(0.3, b'{"a":3}')  # released: at once again
+    assert len(records(path)) == 5
+    journal.hold()
+    journal.exit(0.4, 0, "quit")
+    journal.close()  # what is held is written before the file is let go
+    assert records(path)[-1]["kind"] == "exit"
