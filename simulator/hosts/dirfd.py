@@ -34,6 +34,7 @@ import stat
 from collections.abc import Iterator
 
 from simulator.errors import ConfigurationError
+from simulator.hosts import limits
 
 TEMP_SUFFIX = ".tmp"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -105,11 +106,13 @@ def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False
     than the limit, so the decoder knows a file is past it); None when there is no
     regular file there: missing, a directory, a pipe (never waited on), or a link
     (``follow``: the file a link names is read, for the user's own files; ``parent``
-    None: ``name`` is a path)."""
+    None: ``name`` is a path). A failure for want of descriptors or memory is raised
+    (:func:`~simulator.hosts.limits.reraise`): it says nothing of the file."""
     flags = _READ_FLAGS & ~os.O_NOFOLLOW if follow else _READ_FLAGS
     try:
         fd = os.open(name, flags, dir_fd=parent)
-    except OSError:
+    except OSError as err:
+        limits.reraise(err)  # out of descriptors is no answer about the file
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -131,6 +134,7 @@ def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: 
     try:
         _replace(parent, name, data, mode)
     except OSError as err:
+        limits.reraise(err)  # the machine's limit, not this file's fault
         raise FilesError(f"{where or name}: cannot write: {err.strerror or err}") from None
 
 
