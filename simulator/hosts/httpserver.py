@@ -68,7 +68,8 @@ loop (the GIL is shared with a thread rendering, but it is handed over every few
 milliseconds, so the loop stays prompt).
 
 Over 400 lines, for its docstring's rules: a connection's life, its faults and the
-threads that answer it are one lifetime, which :meth:`HttpServer.close` ends at once.
+threads that answer it are one lifetime, which :meth:`HttpServer.close` ends at once,
+and which the start's own request proves before anyone is told it serves.
 """
 
 from __future__ import annotations
