@@ -4,7 +4,8 @@ Owns the four branches under :class:`SimulatorError`:
 
 - :class:`ConfigurationError`: the user's setup (a bad flag or variable, scenario,
   home, control address). The command line prints its message as one line and exits
-  2; nothing is changed.
+  2; nothing is changed. :class:`OutOfResources` is the machine's part of the setup:
+  the limits the process was given (``ulimit``) or the system's, too low to run.
 - :class:`MisuseError`: a caller of the Python API used it out of order or with a bad
   argument (start twice, feed before start, an unknown zread flag to ``start``).
 - :class:`ProtocolError`: the zread client broke the protocol (bad JSON or params, a
@@ -35,6 +36,14 @@ class ConfigurationError(SimulatorError):
     """The user's setup cannot be used; the message names what and why (exit 2)."""
 
     exit_code = 2
+
+
+class OutOfResources(ConfigurationError):
+    """The process ran out of file descriptors, memory or threads: the machine's limits
+    (its ``ulimit``, or the whole system's), which the user sets, not a fault of the
+    input nor of the simulator. The message names what ran out and what the simulator
+    was doing (``out of file descriptors while reading the wiki (ulimit -n is 6)``);
+    one line, exit 2, and nothing it could not finish is reported as done."""
 
 
 class MisuseError(SimulatorError):

@@ -22,6 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BRANCHES = (ConfigurationError, MisuseError, ProtocolError, SimulatorBug)
 
 WHOSE = {
+    "simulator.errors.OutOfResources": ConfigurationError,
     "simulator.cli.options.UsageError": ConfigurationError,
     "simulator.cli.program.StreamClosedError": ConfigurationError,
     "simulator.scenario.catalogue.ScenarioError": ConfigurationError,

@@ -33,6 +33,7 @@ from simulator.cli.parsers import (
 )
 from simulator.cobra import command_lines, flag_usages, help_page
 from simulator.errors import ConfigurationError
+from simulator.hosts import limits  # now: out of descriptors, no import would work
 from statecharts import COMMANDS, command_module
 
 PROG = "zread-sim"
@@ -262,7 +263,8 @@ def main(
     try:
         return _dispatch(argv, name, stdin, stdout, err, environment)
     except BaseException as error:
-        return _exit_code(error, name, err)
+        topic = argv[0] if argv and not argv[0].startswith("-") else ""
+        return _exit_code(error, name, err, doing=f"running {topic or name}")
 
 
 def _recording(
@@ -286,9 +288,12 @@ def _recording(
     return record_as_dropin(argv, environment)
 
 
-def _exit_code(error: BaseException, name: str, err: _TextWriter) -> int:
+def _exit_code(error: BaseException, name: str, err: _TextWriter, *, doing: str = "") -> int:
     """What a run that raised ``error`` says on stderr, as its exit code says whose fault
-    it was; anything but an exit or an error of the run's is raised again."""
+    it was; anything but an exit or an error of the run's is raised again. Out of
+    descriptors, memory or threads where nothing named the work, ``doing`` does."""
+    if limits.exhausted(error) and not isinstance(error, ConfigurationError):
+        error = limits.out_of(error, doing or "running")  # the machine's: exit 2
     if isinstance(error, ConfigurationError):  # the user's setup: one line, nothing changed
         err.write(f"{name}: {_one_line(str(error))}\n")
         return ExitCode(error.exit_code)

@@ -35,6 +35,7 @@ import stat
 from collections.abc import Iterator
 
 from simulator.errors import ConfigurationError
+from simulator.hosts import limits
 from simulator.regularfile import NotRegularFile, read_regular
 
 TEMP_SUFFIX = ".tmp"
@@ -106,10 +107,14 @@ def read_file(parent: int | None, name: str, limit: int, *, follow: bool = False
     than the limit, so the decoder knows a file is past it); None when there is no
     regular file there: missing, a directory, a pipe (never waited on), or a link
     (``follow``: the file a link names is read, for the user's own files; ``parent``
-    None: ``name`` is a path)."""
+    None: ``name`` is a path). A failure for want of descriptors or memory is raised
+    (:func:`~simulator.hosts.limits.reraise`): it says nothing of the file."""
     try:
         return read_regular(name, name, limit, follow=follow, dir_fd=parent)
-    except (OSError, NotRegularFile):
+    except NotRegularFile:
+        return None
+    except OSError as err:
+        limits.reraise(err)  # out of descriptors is no answer about the file
         return None
 
 
@@ -120,6 +125,7 @@ def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: 
     try:
         _replace(parent, name, data, mode)
     except OSError as err:
+        limits.reraise(err)  # the machine's limit, not this file's fault
         raise FilesError(f"{where or name}: cannot write: {err.strerror or err}") from None
 
 

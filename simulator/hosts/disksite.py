@@ -8,6 +8,8 @@ file reached so, or is too large, or is not UTF-8, is not served (the server ans
 served: a link``; or ``reached through a link``, ``missing``, ``not a regular file``,
 ``not readable``, ``over 8 MiB``, ``not UTF-8``, ``not a plain name``, ``no project
 directory``, ``not in a directory``): a cloned repository can plant a link to any file.
+Out of descriptors or memory is none of these (:mod:`~simulator.hosts.limits`): it is
+raised, so a version is not taken for missing, and a page asked for then is a ``500``.
 
 Must not: write anything.
 """
@@ -24,7 +26,7 @@ from pathlib import Path
 from simulator.formats import wiki as wf
 from simulator.formats.bounds import LIMITS
 from simulator.formats.ids import is_plain_name
-from simulator.hosts import dirfd
+from simulator.hosts import dirfd, limits
 
 WIKI_PATH = (".zread", "wiki")
 """Where a project keeps zread's wiki, below the project."""
@@ -53,7 +55,10 @@ class DiskSite:
         """The version's site, or None when it has no readable wiki.json there."""
         try:
             data = _read_in_wiki(project, ("versions", version, wf.WIKI_JSON), LIMITS["wiki.json"])
-        except (_Unread, OSError):
+        except _Unread:
+            return None
+        except OSError as err:
+            limits.reraise(err)  # out of descriptors: not a version that is missing
             return None
         where = project.joinpath(*WIKI_PATH, "versions", version, wf.WIKI_JSON)
         return cls(project, version, data, wf.decode_wiki(data, str(where)))
@@ -70,7 +75,8 @@ class DiskSite:
             return data.decode("utf-8")
         except _Unread as why:
             problem = str(why)
-        except OSError:  # a read that failed midway
+        except OSError as err:  # a read that failed midway
+            limits.reraise(err)  # out of descriptors: the server answers 500, not 404
             problem = "not readable"
         except UnicodeDecodeError:
             problem = "not UTF-8"
@@ -106,7 +112,8 @@ def _read_in_wiki(project: Path, parts: tuple[str, ...], limit: int) -> bytes:
         raise _Unread("not a plain name")
     try:
         top = os.open(project, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    except OSError as err:
+        limits.reraise(err)
         raise _Unread("no project directory") from None
     try:
         directory = dirfd.open_path(top, (*WIKI_PATH, *parts[:-1]), str(project))
@@ -133,7 +140,8 @@ def _not_read(directory: int, name: str) -> str:
         mode = os.lstat(name, dir_fd=directory).st_mode
     except FileNotFoundError:
         return "missing"
-    except OSError:
+    except OSError as err:
+        limits.reraise(err)
         return "not readable"
     if stat.S_ISLNK(mode):
         return "a link"

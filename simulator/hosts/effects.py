@@ -9,6 +9,11 @@ the world a new session starts from, the effects that change it, and the wiki
 versions it keeps for browse to serve.
 :class:`~simulator.hosts.files.FileStore` (zread's files) is the store.
 
+Out of descriptors, memory or threads, reading the wiki or starting the server, it
+raises :class:`~simulator.errors.OutOfResources` (:mod:`~simulator.hosts.limits`):
+never a server reported started that cannot serve, nor the drawn wiki served in place
+of one it could not read.
+
 Must not: call into a session. A runner hands it the effects a session call returned
 (:meth:`EffectHost.perform_all`) and feeds any result back to the session as a new
 input.
@@ -127,20 +132,23 @@ class EffectHost:
         """Do ``effect`` for the session ``owner`` (any stable id); its result, if any."""
         kinds = _effect_kinds()
         if isinstance(effect, kinds.StartServer):
+            from simulator.hosts import limits
             from simulator.hosts.wikiserver import ListenError, WikiServer
 
             self._stop_server(owner)  # one server per session: a second start replaces it
             site = effect.site
             if self.home is not None:  # the wiki the store keeps, when it has that version
-                site = self.home.site(site.version) or site
+                with limits.doing("reading the wiki"):
+                    site = self.home.site(site.version) or site
             try:
-                server = WikiServer(
-                    site,
-                    host=effect.host,
-                    port=effect.port,
-                    faults=self.http_faults,
-                    journal=self._http_fault_seen,
-                )
+                with limits.doing("starting the wiki server"):
+                    server = WikiServer(
+                        site,
+                        host=effect.host,
+                        port=effect.port,
+                        faults=self.http_faults,
+                        journal=self._http_fault_seen,
+                    )
             except ListenError as err:
                 failed: object = kinds.ServerStarted(error=str(err))
                 return failed

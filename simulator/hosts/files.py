@@ -46,7 +46,7 @@ from simulator.core.effects import (
 from simulator.formats import wiki as wf
 from simulator.formats.bounds import LIMITS, FormatError, in_words
 from simulator.formats.ids import go_time, is_plain_name, version_time
-from simulator.hosts import dirfd, drafts
+from simulator.hosts import dirfd, drafts, limits
 from simulator.hosts.dirfd import FilesError
 from simulator.hosts.disksite import WIKI_PATH, DiskSite
 from simulator.hosts.pages import Keyed, page_bytes, project_sources
@@ -59,6 +59,15 @@ if TYPE_CHECKING:
 
 _VERSIONS_READ = 64 << 20
 """The most bytes of wiki.json read from all the versions together."""
+_DOING: dict[type, str] = {
+    PageWritten: "writing a page of the wiki",
+    CatalogReady: "writing the draft's wiki.json",
+    WikiGenerated: "making the draft the wiki's current version",
+    DraftLeft: "leaving the draft",
+    SaveConfig: "saving the config",
+    SaveLogin: "saving the login",
+}
+"""What the store is doing for each effect, in an out-of-resources line."""
 
 
 class FileStore:
@@ -94,9 +103,13 @@ class FileStore:
         """``base`` with the files laid over it (see the module docstring); ``versions``
         says whose wiki.json is read (:meth:`~simulator.core.driver.Driver.versions_read`)."""
         self._seed = seed
-        world = self.user.world(base) if self.user is not None else base
+        world = base
         try:
-            world = self._project_side(world, versions)
+            if self.user is not None:
+                with limits.doing(f"reading {self.user.dir}"):
+                    world = self.user.world(base)
+            with limits.doing("reading the wiki"):
+                world = self._project_side(world, versions)
         except BaseException:
             self.close()  # refused: nothing stays open for a session that never starts
             raise
@@ -233,6 +246,7 @@ class FileStore:
                 raise FilesError(f"{self.project}: the project is gone") from None
             return None
         except OSError as err:
+            limits.reraise(err)
             raise FilesError(f"{self.project}: cannot open the project: {err.strerror}") from None
         try:
             fd = dirfd.open_path(project, WIKI_PATH, str(self.project), create=create)
@@ -246,6 +260,10 @@ class FileStore:
 
     def apply(self, effect: object) -> None:
         """Write what a persisted effect says, where zread writes it."""
+        with limits.doing(_DOING.get(type(effect), "writing zread's files")):
+            self._apply(effect)
+
+    def _apply(self, effect: object) -> None:
         if isinstance(effect, PageWritten):
             self._page_written(effect)
         elif isinstance(effect, CatalogReady):

@@ -43,6 +43,14 @@ command that serves no wiki. The rules:
   dropped.
 - An answer has ``request_timeout`` to be made too (a site that blocks): past it the
   connection is closed unanswered, and its thread is free once the site returns.
+- Started, it is proven: the constructor connects to it and has one request answered
+  (an ``OPTIONS``, which the server answers itself: no site asked, no fault met) and
+  starts one worker, so a server that cannot accept (out of descriptors), answer or
+  ask the site (out of threads) raises rather than being taken for one that serves
+  (``OSError``, ``RuntimeError``; its listener closed, nothing of it left). Its event
+  loop made half-way (out of descriptors for asyncio's self-pipe) leaves nothing to
+  print at exit. Later, a worker that cannot be started leaves the job to those that
+  run.
 - :meth:`HttpServer.close` stops accepting, releases the port and ends every open
   connection at once, whatever it is waiting for (a render included), and returns
   within :data:`STOP_WAIT` seconds.
@@ -60,7 +68,8 @@ loop (the GIL is shared with a thread rendering, but it is handed over every few
 milliseconds, so the loop stays prompt).
 
 Over 400 lines, for its docstring's rules: a connection's life, its faults and the
-threads that answer it are one lifetime, which :meth:`HttpServer.close` ends at once.
+threads that answer it are one lifetime, which :meth:`HttpServer.close` ends at once,
+and which the start's own request proves before anyone is told it serves.
 """
 
 from __future__ import annotations
@@ -71,9 +80,11 @@ import errno
 import functools
 import itertools
 import queue
+import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -105,6 +116,8 @@ _READ: Final = 64 << 10
 """The most bytes taken from a connection at once."""
 WORKERS: Final = 4
 """The most threads asking the site at once (each server's own)."""
+_PROBE_STEP: Final = 0.01
+"""How often the start's own request looks whether the server is starved."""
 
 
 def connection_cap() -> int:
@@ -142,12 +155,18 @@ class _Workers:
         future: asyncio.Future[Reply] = loop.create_future()
         self._jobs.put((make, loop, future))
         if not self._idle.acquire(blocking=False):  # no thread is free: one more, if allowed
-            with self._lock:
-                if self._started < self._size:
-                    self._started += 1
-                    name = f"{self._name}:worker{self._started}"
-                    threading.Thread(target=self._work, name=name, daemon=True).start()
+            with contextlib.suppress(RuntimeError):  # out of threads: those running take it
+                self.start_one()
         return future
+
+    def start_one(self) -> None:
+        """One more thread, unless there are ``size``; RuntimeError when no thread can
+        be started (the first is started with the server: one always runs)."""
+        with self._lock:
+            if self._started < self._size:
+                name = f"{self._name}:worker{self._started + 1}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+                self._started += 1
 
     def stop(self) -> None:
         """End each thread once its job is done (one under way is not waited for)."""
@@ -181,7 +200,9 @@ def _settle(future: asyncio.Future[Reply], made: Reply | Exception) -> None:
 class HttpServer:
     """Serves ``listener`` (bound, not yet listening) from a daemon thread until
     :meth:`close`. ``answer`` is asked for every GET and HEAD; ``request_timeout`` is
-    each connection's deadline for its request (and again for its answer)."""
+    each connection's deadline for its request (and again for its answer). Raises
+    (``listener`` closed) when it cannot be proven to accept and answer: see the
+    module docstring."""
 
     def __init__(
         self,
@@ -207,13 +228,54 @@ class HttpServer:
         self._cap = connection_cap()
         self._closing = False
         self._lock = threading.Lock()
+        self._starved: OSError | None = None
+        """The last accept that failed for want of descriptors or memory."""
         listener.setblocking(False)
         listener.listen(LISTEN_BACKLOG)
-        self._loop = asyncio.new_event_loop()
-        self._loop.set_exception_handler(_quiet)
-        self._stopped: asyncio.Future[None] = self._loop.create_future()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        try:
+            self._loop = _new_loop()
+        except BaseException:  # out of descriptors: nothing is left of it
+            listener.close()
+            raise
+        try:
+            self._loop.set_exception_handler(_quiet)
+            self._stopped: asyncio.Future[None] = self._loop.create_future()
+            self._workers.start_one()
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+        except BaseException:  # out of threads: nothing is left of it
+            self._workers.stop()
+            self._loop.close()
+            listener.close()
+            raise
+        try:
+            self._prove()
+        except BaseException:  # cannot accept, or answer: nothing is left of it either
+            self.close()
+            raise
+
+    def _prove(self) -> None:
+        """Connect to the server and have one request answered (an ``OPTIONS``, which
+        the server answers itself: no site is asked, no fault met), then wait for that
+        connection to end: a server that cannot accept or answer is never taken for
+        one that serves. OSError (``EMFILE``: the probe's own socket, or the server's
+        accept) or TimeoutError when it cannot."""
+        deadline = time.monotonic() + self.request_timeout
+        with socket.socket(self._listener.family, socket.SOCK_STREAM) as probe:
+            probe.settimeout(_PROBE_STEP)
+            probe.connect(self._listener.getsockname())
+            probe.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
+            while True:
+                if self._starved is not None:
+                    raise self._starved
+                try:
+                    if not probe.recv(_READ):
+                        break  # answered, and the server ended its side
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the wiki server answered no request") from None
+        while self._tasks and time.monotonic() < deadline:  # the probe's connection ends
+            time.sleep(0.001)
 
     @property
     def open_connections(self) -> int:
@@ -281,6 +343,7 @@ class HttpServer:
             except OSError as err:
                 slots.release()
                 if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._starved = err
                     await asyncio.sleep(0.1)  # out of descriptors: the backlog holds them
                 continue
             task = loop.create_task(self._connection(conn))
@@ -431,6 +494,32 @@ def status_answer(outcome: Outcome, status: int, body: bytes) -> bytes:
     """A fault's answer: ``status`` (any 100-599) with ``body`` as plain text, in the
     request's version, as :func:`~simulator.hosts.httprequest.response` writes any."""
     return response(outcome.version, _FaultReply(status, body), head=outcome.head)
+
+
+class _Loop(asyncio.SelectorEventLoop):
+    """asyncio's selector loop, which counts as closed until it is whole: one whose
+    making failed half-way (out of descriptors for its self-pipe) leaves its finalizer
+    nothing to close, where asyncio's would print a traceback at exit."""
+
+    _whole = False
+
+    def __init__(self, selector: selectors.BaseSelector) -> None:
+        super().__init__(selector)
+        self._whole = True
+
+    def is_closed(self) -> bool:
+        return not self._whole or super().is_closed()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop; OSError (``EMFILE``) when it cannot be made, with nothing of
+    it left open."""
+    selector = selectors.DefaultSelector()
+    try:
+        return _Loop(selector)
+    except BaseException:
+        selector.close()
+        raise
 
 
 def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.hosts import dirfd
+from simulator.hosts import dirfd, limits
 
 if TYPE_CHECKING:
     from simulator.scenario.wiki import Page
@@ -33,11 +33,12 @@ def project_sources(project: Path) -> list[tuple[str, int]]:
     """The project's text files a page may cite: (relative path, line count), sorted;
     hidden and tool directories skipped, links neither followed nor read, at most a
     few hundred files of at most 1 MiB each, and at most a few thousand files or
-    64 MiB read in all, 32 directories deep (a repository may be huge, or hostile)."""
+    64 MiB read in all, 32 directories deep (a repository may be huge, or hostile).
+    Out of descriptors or memory, it raises rather than cite fewer files."""
     found: list[tuple[str, int]] = []
     budget = [_MAX_FILES_READ, _MAX_BYTES_READ]
     top = len(project.parts)
-    for root, dirs, files in os.walk(project):
+    for root, dirs, files in os.walk(project, onerror=limits.reraise):  # none is missed
         dirs[:] = _walked(dirs, len(Path(root).parts) - top)
         directory = _open_directory(root, below=root != str(project))
         if directory is None:
@@ -70,7 +71,8 @@ def _open_directory(root: str, *, below: bool) -> int | None:
         flags |= os.O_NOFOLLOW
     try:
         return os.open(root, flags)
-    except OSError:
+    except OSError as err:
+        limits.reraise(err)  # out of descriptors: not a directory to skip
         return None
 
 

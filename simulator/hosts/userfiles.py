@@ -34,6 +34,7 @@ from simulator.core.effects import SaveConfig, SaveLogin
 from simulator.formats import log as lf
 from simulator.formats import login as lg
 from simulator.formats.bounds import LIMITS, FormatError
+from simulator.hosts import limits
 from simulator.hosts.dirfd import FilesError, flock, replace_file
 from simulator.regularfile import NotRegularFile, read_regular
 from simulator.scenario.world import Account, Settings, World
@@ -86,6 +87,7 @@ class UserFiles:
         except NotRegularFile as err:
             raise FilesError(f"{err}; zread-sim reads nothing there") from None
         except OSError as err:
+            limits.reraise(err)  # out of descriptors says nothing of the file
             if path.is_symlink() and _loops(path):
                 raise _loop_error(path) from None
             if not path.exists():  # missing, or a link to nothing

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 from simulator.core.effects import DEFAULT_HOST, DEFAULT_PORT
 from simulator.errors import ConfigurationError
 from simulator.formats.wiki import WikiPage
+from simulator.hosts import limits
 from simulator.hosts.wikihtml import NOT_FOUND, index_html, page_html, render_markdown
 
 if TYPE_CHECKING:
@@ -279,6 +280,7 @@ def _listen(host: str, port: int) -> socket.socket:
         try:
             return _bind(family, (address, candidate))
         except OSError as err:
+            limits.reraise(err)  # out of descriptors: no answer about the address
             if err.errno in _IN_USE and candidate < last:
                 continue
             reason = (err.strerror or str(err)).lower()
@@ -298,7 +300,9 @@ class WikiServer:
     (see the module docstring). Raises
     :class:`ListenError` when it cannot listen: a host that is not loopback, no free
     port among those tried, or any other bind failure; :class:`ValueError` for a
-    ``request_timeout`` that is not positive.
+    ``request_timeout`` that is not positive; out of descriptors, memory or threads
+    (to bind, or to accept and answer: :mod:`~simulator.hosts.httpserver` proves it
+    can), what the machine raised (:mod:`~simulator.hosts.limits` tells it).
     """
 
     def __init__(

@@ -958,3 +958,45 @@ def test_an_error_naming_a_hostile_path_stays_one_printable_line(tmp_path: Path,
     line = result.stderr.removesuffix("\n")
     assert line.isprintable() and len(line.splitlines()) == 1
     assert ascii(odd)[1:-1] in line  # the character is shown, escaped
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (MemoryError(), "zread-sim: out of memory while running generate"),
+        (
+            RuntimeError("can't start new thread"),
+            "zread-sim: out of threads while running generate",
+        ),
+        (
+            OSError(24, "Too many open files", "x.py"),
+            "zread-sim: out of file descriptors while running generate",
+        ),
+    ],
+)
+def test_out_of_memory_threads_or_descriptors_unnamed_is_one_line_exit_2(
+    error: BaseException, line: str
+) -> None:
+    """Where no part of the run named its work, the command line names the command."""
+    from simulator.cli.program import _exit_code
+
+    err = io.StringIO()
+    assert _exit_code(error, "zread-sim", err, doing="running generate") == 2
+    assert err.getvalue().startswith(line)
+    assert err.getvalue().count("\n") == 1
+
+
+def test_out_of_descriptors_before_anything_named_it_names_the_command() -> None:
+    """An import the command needs fails for want of a descriptor: one line, exit 2."""
+    done = subprocess.run(
+        ["bash", "-c", f"ulimit -n 5; exec {sys.executable} -m simulator generate --stdio -y"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "ZREAD_SIM_SERVER"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(
+        r"zread-sim: out of file descriptors while [a-z' .]+ \(ulimit -n is 5\)\n", done.stderr
+    ), done.stderr

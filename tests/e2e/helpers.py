@@ -9,8 +9,10 @@ and kills the process on exit from its ``with`` block whatever happened.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -33,6 +35,7 @@ __all__ = [
     "encode",
     "go_json",
     "install_zread",
+    "run_starved",
     "vm_and_waiting_for_bytes",
     "vm_bytes",
     "write_scenario",
@@ -138,6 +141,40 @@ def _clean_environ(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _limit_files(soft: int) -> None:
+    """In the child before it runs: ``ulimit -n soft``."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+_STARVE = """
+import os as _os
+_held = []
+while True:
+    try:
+        _held.append(_os.open(_os.devnull, _os.O_RDONLY))
+    except OSError:
+        break
+for _ in range({spare}):
+    _os.close(_held.pop())
+"""
+
+
+def run_starved(setup: str, code: str, spare: int) -> subprocess.CompletedProcess[str]:
+    """Python running ``setup`` (its imports: none can be made later), then ``code``
+    with only ``spare`` file descriptors left (the rest taken by ``/dev/null``, under a
+    limit of 256), and what it printed."""
+    program = (
+        "import resource\n"
+        "_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(_soft, 256), _hard))\n"
+        f"{setup}\n{_STARVE.format(spare=spare)}\n{code}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 class Proc:
     """One simulator process on pipes. Use as a context manager: it is always killed."""
 
@@ -151,9 +188,13 @@ class Proc:
         stdio: bool = True,
         env: Mapping[str, str] | None = None,
         files: bool = False,
+        nofile: int | None = None,
     ) -> None:
         """``files``: read and write zread's files in the test's HOME and project; off,
-        the process runs ``--no-files``: the protocol alone, the same run after run."""
+        the process runs ``--no-files``: the protocol alone, the same run after run.
+        ``nofile``: the process's soft limit on open files (``ulimit -n``), set as it
+        starts; the run is cold then, whatever ``ZREAD_SIM_SERVER`` says (a warm
+        server's child would not have the limit)."""
         argv = [sys.executable, "-m", "simulator", command]
         if stdio:
             argv.append("--stdio")
@@ -167,12 +208,16 @@ class Proc:
             argv += ["--seed", str(seed)]
         argv += list(args)
         self.argv = argv
+        environ = _clean_environ(env)
+        if nofile is not None:
+            environ.pop("ZREAD_SIM_SERVER", None)
         self.popen = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_clean_environ(env),
+            env=environ,
+            preexec_fn=None if nofile is None else functools.partial(_limit_files, nofile),
         )
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self._out_fd = self.popen.stdout.fileno()

@@ -4,6 +4,7 @@ links, by descriptor, in real temporary directories."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import threading
@@ -28,6 +29,7 @@ from simulator.hosts.dirfd import (
     replace_file,
     try_flock,
 )
+from tests.e2e.helpers import run_starved
 
 
 @pytest.fixture
@@ -546,3 +548,33 @@ def test_open_path_walks_down_and_refuses_a_link_on_the_way(root: Path, fd: int)
     with pytest.raises(LinkRefused, match=r"^/p/\.zread/linked: a symbolic link"):
         open_path(fd, (".zread", "linked", "x"), "/p", create=True)
     assert names(root / "elsewhere") == []
+
+
+def test_out_of_descriptors_is_raised_not_taken_for_no_file(root: Path) -> None:
+    (root / "wiki.json").write_text("{}")
+    done = run_starved(
+        "import os\nfrom simulator.hosts.dirfd import read_file",
+        f"top = os.open({str(root)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "try:\n"
+        "    print(read_file(top, 'wiki.json', 100))\n"
+        "except OSError as err:\n"
+        "    print(err.errno)\n",
+        spare=1,  # the directory takes it: none is left for the file
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{errno.EMFILE}\n"
+
+
+def test_replace_file_out_of_descriptors_is_raised_as_it_is(root: Path) -> None:
+    done = run_starved(
+        "import os\nfrom simulator.hosts.dirfd import replace_file",
+        f"top = os.open({str(root)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "try:\n"
+        "    replace_file(top, 'current', b'x', where='w/current')\n"
+        "except OSError as err:\n"
+        "    print(type(err).__name__, err.errno)\n",
+        spare=1,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"OSError {errno.EMFILE}\n"  # not FilesError: the file is fine
+    assert names(root) == []  # and no temporary file is left

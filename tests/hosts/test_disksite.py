@@ -3,12 +3,14 @@ a link, in real directories."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
 
 from simulator.hosts.disksite import DiskSite
 from simulator.virtual import start
+from tests.e2e.helpers import run_starved
 
 
 @pytest.fixture
@@ -98,3 +100,34 @@ def test_a_page_behind_a_linked_version_is_refused(
     assert capsys.readouterr().err == (
         f"zread-sim: browse: {version / site.pages[0].file}: not served: reached through a link\n"
     )
+
+
+def test_out_of_descriptors_a_version_is_not_taken_for_missing(home: Path, project: Path) -> None:
+    _, folder = generated_site(home, project)
+    done = run_starved(
+        "from pathlib import Path\nfrom simulator.hosts.disksite import DiskSite",
+        "try:\n"
+        f"    print(DiskSite.open(Path({str(project)!r}), {folder.name!r}))\n"
+        "except OSError as err:\n"
+        "    print('raised', err.errno)\n",
+        spare=1,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"raised {errno.EMFILE}\n"  # not None: the drawn wiki stands in
+
+
+def test_out_of_descriptors_a_page_is_no_refusal_line(home: Path, project: Path) -> None:
+    site, folder = generated_site(home, project)
+    slug = site.pages[0].slug
+    done = run_starved(
+        "from pathlib import Path\nfrom simulator.hosts.disksite import DiskSite\n"
+        f"site = DiskSite.open(Path({str(project)!r}), {folder.name!r})",
+        "try:\n"
+        f"    print(site.markdown({slug!r}))\n"
+        "except OSError as err:\n"
+        "    print('raised', err.errno)\n",
+        spare=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"raised {errno.EMFILE}\n"  # the server answers 500
+    assert done.stderr == ""  # no "not served: ..." line: the page is fine

@@ -22,6 +22,7 @@ from simulator.hosts.dirfd import FilesError, LinkRefused
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
 from simulator.virtual import start
+from tests.e2e.helpers import run_starved
 from tests.samples import ZREAD_DEFAULT
 
 NOON = dt.datetime(2026, 4, 6, 13, 2, 13)
@@ -721,3 +722,37 @@ def test_a_folder_whose_name_is_not_an_id_is_read_to_know_it(home: Path, project
     (odd / "wiki.json").unlink()
     world = store(home, project).world(load_scenario("empty").world)
     assert [v.id for v in world.wikis] == ids
+
+
+# -- out of descriptors --------------------------------------------------------------------
+
+
+def test_out_of_descriptors_the_wiki_on_disk_is_never_taken_for_none(
+    home: Path, project: Path
+) -> None:
+    """However few descriptors are left, the world read is the one on disk, or the
+    one line that says none was left: never a world without the wiki."""
+    first = start("generate", "-y", speed=0, home=home, project=project)
+    first.wait_done()
+    first.close()
+    setup = (
+        "from simulator.errors import OutOfResources\n"
+        "from simulator.hosts.files import FileStore\n"
+        "from simulator.scenario import load_scenario\n"
+        "base = load_scenario('empty').world"
+    )
+    code = (
+        "try:\n"
+        f"    world = FileStore({str(home)!r}, {str(project)!r}).world(base)\n"
+        "    print('wikis', len(world.wikis))\n"
+        "except OutOfResources as err:\n"
+        "    print(err)\n"
+    )
+    said = set()
+    for spare in range(8):
+        done = run_starved(setup, code, spare)
+        assert done.returncode == 0, done.stderr
+        said.add(done.stdout)
+    out = "out of file descriptors while reading {} (ulimit -n is 256)\n"
+    assert "wikis 1\n" in said and out.format("the wiki") in said
+    assert said <= {"wikis 1\n", out.format("the wiki"), out.format(home / ".zread")}

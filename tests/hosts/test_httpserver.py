@@ -25,6 +25,7 @@ from simulator.hosts.httpserver import (
     HttpServer,
     connection_cap,
 )
+from tests.e2e.helpers import run_starved
 
 BODY = b"the page\n"
 
@@ -400,3 +401,51 @@ def test_a_status_answer_is_that_status_in_the_requests_version(
     assert b"Connection: close" in headers
     if status != 304:
         assert b"Content-Length: 4\r\n" in headers
+
+
+# -- out of descriptors ------------------------------------------------------------------
+
+
+_STARVED_SETUP = (
+    "import errno, socket\n"
+    "from http import HTTPStatus\n"
+    "from simulator.hosts.httpserver import HttpServer\n"
+    "from tests.hosts.test_httpserver import answer\n"
+    "listener = socket.socket(); listener.bind(('127.0.0.1', 0))"
+)
+_STARVED_START = (
+    "try:\n"
+    "    server = HttpServer(listener, answer, request_timeout=5)\n"
+    "except OSError as err:\n"
+    "    print('refused', errno.errorcode[err.errno], listener.fileno())\n"
+    "else:\n"
+    "    sock = socket.create_connection(listener.getsockname(), timeout=5)\n"
+    "    sock.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+    "    print('serving', sock.recv(12).decode())\n"
+)
+
+
+def test_out_of_descriptors_it_serves_or_refuses_to_start_never_half() -> None:
+    """With fewer and fewer descriptors left: a server that answers a request, or an
+    ``EMFILE`` from the constructor with its listener closed (its loop made half-way,
+    its accept or its own first request refused); never a traceback at exit, never a
+    server that was made but cannot accept."""
+    said = []
+    for spare in range(7):
+        done = run_starved(_STARVED_SETUP, _STARVED_START, spare)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        said.append(done.stdout)
+    assert set(said) == {"refused EMFILE -1\n", "serving HTTP/1.0 200\n"}
+    assert said[0] == "refused EMFILE -1\n" and said[-1] == "serving HTTP/1.0 200\n"
+    first = said.index("serving HTTP/1.0 200\n")
+    assert all(line == "serving HTTP/1.0 200\n" for line in said[first:])
+    assert first >= 4  # the loop (3), the start's own request (2 more, but 1 returns)
+
+
+def test_a_loop_made_half_way_leaves_nothing_to_say() -> None:
+    done = run_starved(
+        "import gc\nfrom simulator.hosts.httpserver import _new_loop",
+        "try:\n    _new_loop()\nexcept OSError as err:\n    print(err.errno)\ngc.collect()\n",
+        spare=1,  # the selector takes it: none left for the self-pipe
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "24\n", "")

@@ -22,6 +22,7 @@ from simulator.hosts.dirfd import FilesError
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario
 from simulator.virtual import start
+from tests.e2e.helpers import run_starved
 from tests.samples import ZREAD_DEFAULT
 
 CONFIG = ZREAD_DEFAULT.decode()
@@ -333,3 +334,41 @@ def test_a_config_value_of_the_wrong_kind_is_named_in_the_simulators_words(
     text = str(caught.value)
     assert text.startswith(f"{path}: ") and message in text
     assert "invalid literal" not in text and "int()" not in text
+
+
+def test_out_of_descriptors_a_config_is_never_not_a_regular_file(home: Path) -> None:
+    """However few descriptors are left, a save writes the config or says none was
+    left; never that ``config.yaml`` is not a regular file, and the file is whole."""
+    (home / ".zread").mkdir()
+    path = home / ".zread" / "config.yaml"
+    path.write_text(CONFIG)
+    setup = (
+        "from pathlib import Path\n"
+        "from simulator.core.effects import SaveConfig\n"
+        "from simulator.errors import OutOfResources\n"
+        "from simulator.formats import config_edit\n"
+        "from simulator.hosts.files import FileStore\n"
+        f"store = FileStore({str(home)!r}, None)\n"
+        "effect = SaveConfig({'max_retries': '7'}, {'max_retries': '0'})"
+    )
+    code = (
+        "try:\n"
+        "    store.apply(effect)\n"
+        "    print('saved')\n"
+        "except OutOfResources as err:\n"
+        "    print(err)\n"
+    )
+    said = set()
+    for spare in range(6):
+        path.write_text(CONFIG)
+        done = run_starved(setup, code, spare)
+        assert done.returncode == 0, done.stderr
+        said.add(done.stdout)
+        doc = read_config(path.read_bytes())
+        saved = done.stdout == "saved\n"
+        assert doc["concurrency"]["max_retries"] == (7 if saved else 0)
+    assert said == {
+        "out of file descriptors while saving the config (ulimit -n is 256)\n",
+        "saved\n",
+    }
+    assert [p.name for p in (home / ".zread").iterdir() if p.name.endswith(".tmp")] == []
