@@ -141,13 +141,18 @@ def _limited(server: ServerProcess, cwd: Path, shell: str, *argv: str) -> subpro
 
 
 def _served_by(server: ServerProcess, proc: subprocess.Popen[bytes]) -> int | None:
-    """The server's child running ``proc``'s command; None when ``proc`` runs it itself
-    (its own stdout is still the pipe once its first event came)."""
+    """The server's child running ``proc``'s command; None when ``proc`` runs it itself.
+    Asked once its first event came: a served child writes it, so it is there by then."""
     assert proc.stdout is not None
     pipe = f"pipe:[{os.fstat(proc.stdout.fileno()).st_ino}]"
-    if os.readlink(f"/proc/{proc.pid}/fd/1") == pipe:
-        return None
-    return child_of(server, proc)
+    pid = server.proc.pid
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            if os.readlink(f"/proc/{child}/fd/1") == pipe:
+                return int(child)
+        except OSError:  # a spare that ended meanwhile
+            continue
+    return None
 
 
 def _limits(pid: int) -> dict[str, str]:
