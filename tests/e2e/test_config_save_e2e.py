@@ -3,8 +3,11 @@ the save keeps, what it refuses, and the temporary file it leaves nowhere."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +120,59 @@ def test_a_file_the_save_cannot_keep_is_refused_in_one_line_and_left_as_it_is(
     assert path.read_bytes() == old
     assert path.stat().st_mtime == 1_000_000_000
     assert temporary_files(home) == []
+
+
+# -- the temporary file of a save -----------------------------------------------------------
+
+
+def plant_stale_temp(home: Path) -> Path:
+    """The file a save killed before its rename leaves: replace_file's name for it,
+    the new config with a key, 0600, an hour old."""
+    path = home / ".zread" / f".config.yaml.{secrets.token_hex(4)}.tmp"
+    path.write_bytes(b"llm:\n    api_key: sk-new\n")
+    path.chmod(0o600)
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    return path
+
+
+def quit_config(home: Path) -> None:
+    with Proc("config", "--home", str(home), files=True) as p:
+        p.read_event()
+        p.send({"type": "quit", "params": {}})
+        p.read_until_done()
+        p.finish()
+
+
+def test_a_killed_saves_temporary_file_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    home = home_with(tmp_path, b"# mine\nlanguage: en\n")
+    plant_stale_temp(home)
+    (home / "elsewhere").write_text("the user's\n")
+    link = home / ".zread" / ".config.yaml.0a1b2c3d.tmp"
+    link.symlink_to(home / "elsewhere")  # named as one, but a link: not zread's file
+    quit_config(home)
+    assert temporary_files(home) == [link.name]
+    assert link.is_symlink() and (home / "elsewhere").read_text() == "the user's\n"
+
+
+def test_the_next_save_removes_a_killed_saves_temporary_file(tmp_path: Path) -> None:
+    home = home_with(tmp_path, b"# mine\nlanguage: en\n")
+    plant_stale_temp(home)
+    p, _ = save(home, {"language": "fr"})
+    assert p.popen.returncode == 0, p.stderr
+    assert temporary_files(home) == []
+    assert (home / ".zread" / "config.yaml").read_bytes() == b"# mine\nlanguage: fr\n"
+
+
+def test_the_temporary_file_of_a_save_still_running_is_kept(tmp_path: Path) -> None:
+    home = home_with(tmp_path, b"# mine\nlanguage: en\n")
+    temp = plant_stale_temp(home)
+    fd = os.open(home / ".zread", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a save holds while its file exists
+        quit_config(home)
+        assert temp.exists()
+    finally:
+        os.close(fd)
+    quit_config(home)
+    assert not temp.exists()

@@ -333,3 +333,72 @@ def test_a_config_value_of_the_wrong_kind_is_named_in_the_simulators_words(
     text = str(caught.value)
     assert text.startswith(f"{path}: ") and message in text
     assert "invalid literal" not in text and "int()" not in text
+
+
+# -- a save's temporary files -------------------------------------------------------------
+
+STALE = (".config.yaml.0a1b2c3d.tmp", ".login.json.deadbeef.tmp")
+NOT_A_SAVES = (
+    ".config.yaml.tmp",
+    ".config.yaml.0A1B2C3D.tmp",
+    ".config.yaml.0a1b2c3.tmp",
+    ".wiki.json.0a1b2c3d.tmp",
+    "config.yaml.0a1b2c3d.tmp",
+)
+
+
+def plant_temps(home: Path) -> Path:
+    """``.zread/`` with a killed save's temporary files (holding a key, 0600), names
+    that are not a save's, a link and a directory named as one, and one in ``log/``."""
+    user = home / ".zread"
+    (user / "log").mkdir(parents=True)
+    for name in (*STALE, *NOT_A_SAVES, "log/.config.yaml.55556666.tmp"):
+        (user / name).write_text("llm:\n    api_key: sk-secret\n")
+        (user / name).chmod(0o600)
+    (home / "mine").write_text("the user's\n")
+    (user / ".config.yaml.11112222.tmp").symlink_to(home / "mine")
+    (user / ".login.json.33334444.tmp").mkdir()
+    return user
+
+
+def test_a_killed_saves_temporary_files_are_removed_by_the_next_run(
+    home: Path, project: Path
+) -> None:
+    user = plant_temps(home)
+    store(home, project).world(load_scenario("default").world)
+    assert not any((user / name).exists() for name in STALE)
+    kept = {*NOT_A_SAVES, ".config.yaml.11112222.tmp", ".login.json.33334444.tmp", "log"}
+    assert set(os.listdir(user)) == kept
+    assert (user / ".config.yaml.11112222.tmp").is_symlink()
+    assert (home / "mine").read_text() == "the user's\n"
+    assert ".config.yaml.55556666.tmp" in os.listdir(user / "log")
+
+
+def test_a_save_removes_them_too(home: Path, project: Path) -> None:
+    user = plant_temps(home)
+    store(home, project).apply(SaveConfig({"language": "de"}, {}))
+    assert not any((user / name).exists() for name in STALE)
+    assert read_config((user / "config.yaml").read_bytes())["language"] == "de"
+
+
+def test_the_temporary_file_of_a_save_that_holds_zread_is_kept(home: Path, project: Path) -> None:
+    import fcntl
+
+    user = plant_temps(home)
+    fd = os.open(user, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a save does, for as long as its file exists
+        store(home, project).world(load_scenario("default").world)
+        assert all((user / name).exists() for name in STALE)
+    finally:
+        os.close(fd)
+    store(home, project).world(load_scenario("default").world)
+    assert not any((user / name).exists() for name in STALE)
+
+
+def test_a_refused_config_leaves_the_temporary_files_too(home: Path, project: Path) -> None:
+    user = plant_temps(home)
+    (user / "config.yaml").write_text("language: [unclosed\n")
+    with pytest.raises(FilesError):
+        store(home, project).world(load_scenario("default").world)
+    assert all((user / name).exists() for name in STALE)
