@@ -1,10 +1,11 @@
 """The user's side of zread's files: ``$HOME/.zread/`` (config, login, log).
 
 Owns: :class:`UserFiles`: the account and config a session starts from, laid over the
-scenario's (``config.yaml`` is the config ``config`` shows and ``generate`` uses;
-``login.json``, or an ``llm.api_key`` in ``config.yaml``, means logged in; with no
-``.zread/`` at all the scenario's stand in), saving a config or a login, and appending
-to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
+scenario's (``config.yaml`` is the config ``config`` shows and ``generate`` uses; the
+scenario's login stands until a file says otherwise: ``login.json``, or an
+``llm.api_key`` in ``config.yaml`` other than the scenario's, set or empty; with no
+``.zread/`` at all the scenario's config stands in too), saving a config or a login,
+and appending to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
 
 HOME is the user's own, unlike a project: a ``config.yaml`` or ``login.json`` that is a
 link to an existing file (a dotfiles manager's) is written through, the link left a
@@ -85,10 +86,7 @@ class UserFiles:
         login = None
         if login_data is not None:
             login = self._decode(self.dir / "login.json", lambda: lg.decode_login(login_data))
-        # Logged in by an API key alone is nobody's account: no username to show.
-        username = "" if login is None else login.username or world.account.username
-        logged_in = login is not None or bool(values.get("llm_api_key"))
-        account = Account(username=username, logged_in=logged_in)
+        account = _account(world, login, values.get("llm_api_key"))
         self._remove_stale_temps()
         return msgspec.structs.replace(world, config=config, account=account)
 
@@ -194,6 +192,20 @@ class UserFiles:
                     data = data[os.write(fd, data) :]
             finally:
                 os.close(fd)
+
+
+def _account(world: World, login: lg.LoginRecord | None, key: str | None) -> Account:
+    """Who is logged in: the scenario's account stands until a file says otherwise.
+    A login.json says logged in (as its username, else the scenario's); else an
+    ``llm.api_key`` in config.yaml that is not the scenario's own says logged in when
+    set (a key of one's own is nobody's account: no username) and logged out when
+    empty. A ``.zread/`` without them, or a config.yaml with no key or the scenario's
+    (a save of the scenario's values writes it), changes nothing."""
+    if login is not None:
+        return Account(username=login.username or world.account.username, logged_in=True)
+    if key is not None and key != world.config.llm_api_key:
+        return Account(username="", logged_in=bool(key))
+    return world.account
 
 
 def _remove_temps(directory: int) -> None:

@@ -402,3 +402,63 @@ def test_a_refused_config_leaves_the_temporary_files_too(home: Path, project: Pa
     with pytest.raises(FilesError):
         store(home, project).world(load_scenario("default").world)
     assert all((user / name).exists() for name in STALE)
+
+
+# -- the scenario's login, between runs ----------------------------------------------------
+
+
+def account_of(home: Path, project: Path, scenario: str = "default") -> tuple[bool, str]:
+    world = store(home, project).world(load_scenario(scenario).world)
+    return world.account.logged_in, world.account.username
+
+
+@pytest.mark.parametrize("made", ["nothing", "wiki and log", "config without a key"])
+def test_a_zread_folder_without_login_json_leaves_the_scenarios_login(
+    home: Path, project: Path, made: str
+) -> None:
+    user = home / ".zread"
+    user.mkdir()
+    if made == "wiki and log":
+        (user / "wiki" / "versions").mkdir(parents=True)
+        (user / "log").mkdir()
+    elif made == "config without a key":
+        (user / "config.yaml").write_text("language: de\nllm:\n    model: m\n")
+    assert account_of(home, project) == (True, "octocat")
+
+
+def test_a_config_yaml_with_the_scenarios_own_key_changes_no_login(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "out.toml"
+    scenario.write_text('extends = "default"\n[world.account]\nlogged_in = false\n')
+    (home / ".zread").mkdir()
+    key = load_scenario("default").world.config.llm_api_key
+    (home / ".zread" / "config.yaml").write_text(f"llm:\n    api_key: {key}\n")
+    assert account_of(home, project) == (True, "octocat")
+    assert account_of(home, project, str(scenario)) == (False, "octocat")
+
+
+def test_an_empty_key_logs_out_only_where_the_scenario_had_one(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "config.yaml").write_bytes(ZREAD_DEFAULT)  # api_key: ""
+    assert account_of(home, project) == (False, "")
+    keyless = tmp_path / "keyless.toml"
+    keyless.write_text('extends = "default"\n[world.config]\nllm_api_key = ""\n')
+    assert account_of(home, project, str(keyless)) == (True, "octocat")
+    (home / ".zread" / "login.json").write_bytes(login_bytes("mona", "cn", "glm-4.6"))
+    assert account_of(home, project) == (True, "mona")
+
+
+def test_two_runs_in_one_folder_are_logged_in_alike(tmp_path: Path) -> None:
+    """HOME and project one folder: the first run's wiki makes ``.zread/``, and the
+    second run is logged in as the first was."""
+    folder = tmp_path / "both"
+    folder.mkdir()
+    for run in range(2):
+        session = start("generate", "-y", speed=0, home=folder)
+        done = session.wait_done()
+        session.close()
+        assert done["vm"]["state"] == "done", (run, done["vm"].get("error"))
+    assert len(os.listdir(folder / ".zread" / "wiki" / "versions")) == 2
