@@ -4,42 +4,41 @@ Owns: :func:`save_config`, the encoder of a config.yaml that already exists (a n
 one is :func:`simulator.formats.config.encode_config`'s).
 
 Saving over an existing file (:func:`save_config`) keeps what the user wrote:
-comments, blank lines, anchors and aliases, key order, quoting and indentation. That
-takes ruamel.yaml's round-trip mode, which is slow to import and to run (pure Python),
-so it is imported by :func:`save_config` only, and only when a value differs. ruamel
-re-emits the whole document and normalizes some layouts on the way, so its output is
-not used as it is: the document is dumped once before the change and once after, and
-only the lines that differ between those two are applied to the user's text (a
-three-way merge by lines). A line ruamel would normalize stays as the user wrote it
-unless the change is on that very line. The result is read back and compared with the
-intended document before it is returned.
+comments, blank lines, anchors and aliases, key order, quoting and indentation, line
+ends and encoding. That takes ruamel.yaml's round-trip mode, which is slow to import and
+to run (pure Python), so it is imported by :func:`save_config` only, and only when a
+value differs. ruamel re-emits the whole document and normalizes some layouts on the
+way, so its output is not used as it is: the document is dumped once before the change
+and once after, and only the lines that differ between those two are applied to the
+user's text (a three-way merge by lines). Then the result is checked: every line but
+those of the changed values is the user's, byte for byte
+(:class:`~simulator.formats.config_keep.Kept` says which lines may change), and the
+file reads back as intended. When no result passes (ruamel cannot read the file, a
+key is written twice where the change falls, ruamel would rewrite a line around the
+change), the save is refused (:class:`ConfigFileError`, one line naming the line that
+would not be kept): the file is never rewritten from scratch.
 
 Known limits of the round-trip save:
 
 - A line whose value changes is written as ruamel writes that line: ``model:   x``
   becomes ``model: y``, ``language: ~`` becomes ``language: de``; an end-of-line
   comment after it keeps its column when the new value leaves room, else follows it
-  after one space. When the merge cannot place a change (the lines around it are
-  normalized by ruamel in a way that changes their number, such as a scalar folded
-  over several lines), ruamel's whole output is used: the values are right, and the
-  lines ruamel normalizes are normalized (``~`` and ``Null`` written empty, ``True``
-  as ``true``, spaces inside flow collections, block scalars indented as the maps).
-- When ruamel cannot load a file PyYAML reads (a tab before a comment, for instance),
-  the file is not UTF-8 (UTF-16 with a byte order mark), or neither result reads back
-  as intended, the file is rewritten in zread's layout (:func:`encode_config`): the
-  values are right and the comments are lost, as they would be in a save by zread.
+  after one space.
+- A file ruamel cannot load while PyYAML reads it (a tab after ``key:`` or before a
+  comment), or whose lines around a change ruamel writes otherwise (a flow map over
+  several lines, a scalar folded over several lines), cannot be saved until that line
+  is written otherwise.
 - One indentation per file: the first nested block map and the first block list under
   a key set the indentation of the lines the save adds (4, and lists as ``    - ``,
   when the file has neither).
 - A value changed through an alias changes the anchored node, as the file says the two
-  are one (with ``llm: *d``, a new model changes ``d``). A changed value that carried
-  an anchor loses it, and its aliases keep the old value (the anchor moves to the
-  first of them).
+  are one (with ``llm: *d``, a new model changes ``d``). A changed scalar that carries
+  an anchor keeps it; the aliases naming it are written out with the old value (their
+  keys did not change).
 - A key added before the first key of a map goes below the comment lines above that
   key. A key added after another takes over the comment lines that followed it, so
   they stay above the key they were written for.
 - ruamel is pure Python: saving a file near the 64 KiB limit takes a second or two.
-- A missing trailing newline, CRLF line ends and a UTF-8 byte order mark are kept.
 
 Must not: do I/O, or import ruamel before a save needs it.
 """
@@ -51,7 +50,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from simulator.formats.bounds import BOM, MAX_NESTING, FormatError, check_size
+from simulator.formats.bounds import MAX_NESTING, FormatError, check_size
 from simulator.formats.config import (
     CONFIG_KEYS,
     KEY_ORDER,
@@ -64,6 +63,7 @@ from simulator.formats.config import (
     read_config,
     update_config,
 )
+from simulator.formats.config_keep import Kept, refused
 from simulator.formats.linemerge import merge
 from simulator.formats.yamlv3 import DEFAULT_INDENT
 
@@ -83,11 +83,15 @@ def save_config(old: bytes | None, values: Mapping[str, str]) -> bytes:
     simulator would refuse to read it back."""
     new = _save(old, values)
     if new is not old:
-        try:
-            check_size(new, "config.yaml")
-        except FormatError as err:
-            raise ConfigFileError(f"{err}: not saved") from None
+        _check_size(new)
     return new
+
+
+def _check_size(new: bytes) -> None:
+    try:
+        check_size(new, "config.yaml")
+    except FormatError as err:
+        raise ConfigFileError(f"{err}: not saved") from None
 
 
 def _save(old: bytes | None, values: Mapping[str, str]) -> bytes:
@@ -98,52 +102,42 @@ def _save(old: bytes | None, values: Mapping[str, str]) -> bytes:
     if not changes:
         return old
     apply_values(doc, changes)  # what the saved file must read as
-    for candidate in _round_trips(old, changes):
-        try:
-            if read_config(candidate) == doc:
-                return candidate
-        except ConfigFileError:
-            continue
-    return encode_config(update_config(read_config(old), values))
+    kept = Kept(old, [CONFIG_KEYS[key] for key in changes])
+    problem: tuple[int, str] | None = None
+    for candidate in _round_trips(kept, changes):
+        result = kept.check(candidate)
+        if isinstance(result, bytes):
+            _check_size(result)
+            try:
+                if read_config(result) == doc:
+                    return result
+            except ConfigFileError:
+                pass
+            result = kept.misread(candidate)
+        problem = problem or result
+    raise refused(*(problem or (0, "the round trip reads it otherwise than zread")))
 
 
-def _round_trips(old: bytes, changes: Mapping[str, str | int]) -> list[bytes]:
-    """The files that keep what the user wrote, best first: the user's text with the
-    lines ruamel changes merged in, then ruamel's whole output. Empty when ruamel cannot
-    take the file; the caller checks each one."""
-    bom = old.startswith(BOM)
-    try:
-        text = old.removeprefix(BOM).decode()
-    except UnicodeDecodeError:
-        return []
-    crlf = "\r\n" in text and text.count("\n") == text.count("\r\n")
-    if crlf:
-        text = text.replace("\r\n", "\n")
-    eol = text.endswith("\n") or not text
-    if not eol:
-        text += "\n"
-
-    def restore(new: str) -> bytes:
-        if not eol:
-            new = new.removesuffix("\n")
-        if crlf:
-            new = new.replace("\n", "\r\n")
-        return (BOM if bom else b"") + new.encode()
-
-    dumped = _ruamel_edit(text, changes)
-    if dumped is None:
-        return []
-    base, theirs = dumped
+def _round_trips(kept: Kept, changes: Mapping[str, str | int]) -> list[str]:
+    """The texts that keep what the user wrote, best first: the user's text with the
+    lines ruamel changes merged in, then ruamel's whole output (each line ending in
+    ``\\n``; the caller checks each one). :func:`refused` when ruamel cannot take the
+    file."""
+    text = kept.text
+    base, theirs = _ruamel_edit(text, changes, kept.anchors)
     if base is None:  # no document at all: comments or nothing
         added = encode_config(update_config({}, {k: str(v) for k, v in changes.items()}))
-        return [restore(text + added.decode())]
+        return [text + added.decode()]
     merged = merge(text, base, theirs)
-    return [restore(new) for new in (merged, theirs) if new is not None]
+    return [new for new in (merged, theirs) if new is not None]
 
 
-def _ruamel_edit(text: str, changes: Mapping[str, str | int]) -> tuple[str | None, str] | None:
-    """ruamel's dump of ``text`` before and after ``changes``; ``(None, "")`` when the
-    file holds no document, ``None`` when ruamel cannot load or dump it."""
+def _ruamel_edit(
+    text: str, changes: Mapping[str, str | int], anchors: Mapping[tuple[str, ...], str]
+) -> tuple[str | None, str]:
+    """ruamel's dump of ``text`` before and after ``changes`` (a value at a path of
+    ``anchors`` keeps its anchor); ``(None, "")`` when the file holds no document,
+    :func:`refused` naming the line when ruamel cannot load it or reads it otherwise."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.error import YAMLError
@@ -163,16 +157,21 @@ def _ruamel_edit(text: str, changes: Mapping[str, str | int]) -> tuple[str | Non
         if doc is None:
             return None, ""
         if not isinstance(doc, CommentedMap):
-            return None
+            raise refused(0, "the round trip reads it otherwise than zread")
         mapping, sequence, offset = _indents(doc)
         yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
         base = dump(doc)
         for key, value in changes.items():
-            if not _set(doc, CONFIG_KEYS[key], value):
-                return None
+            path = CONFIG_KEYS[key]
+            if not _set(doc, path, value, anchors.get(path)):
+                raise refused(0, "the round trip reads it otherwise than zread")
         return base, dump(doc)
-    except YAMLError:
-        return None
+    except YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        problem = " ".join(str(getattr(err, "problem", None) or "it is not YAML").split())
+        raise refused(
+            mark.line if mark is not None else 0, f"the round trip cannot read it: {problem}"
+        ) from None
 
 
 def _indents(doc: Any) -> tuple[int, int, int]:
@@ -237,9 +236,10 @@ def _key_column(node: Any, key: Any, value: Any) -> int | None:
     return int(column)
 
 
-def _set(doc: Any, path: tuple[str, ...], value: str | int) -> bool:
+def _set(doc: Any, path: tuple[str, ...], value: str | int, anchor: str | None) -> bool:
     """``value`` written at ``path`` in ruamel's document, in the style of the value it
-    replaces; False if a map on the way is not one (ruamel and PyYAML disagree)."""
+    replaces, with ``anchor`` if it has one; False if a map on the way is not one
+    (ruamel and PyYAML disagree)."""
     from ruamel.yaml.comments import CommentedMap
 
     node = doc
@@ -258,7 +258,7 @@ def _set(doc: Any, path: tuple[str, ...], value: str | int) -> bool:
             return False
         node = child
     leaf = path[-1]
-    styled = _styled(node.get(leaf), value)
+    styled = _styled(node.get(leaf), value, anchor)
     if leaf in node:
         node[leaf] = styled
     else:
@@ -268,25 +268,30 @@ def _set(doc: Any, path: tuple[str, ...], value: str | int) -> bool:
     return True
 
 
-def _styled(old: Any, value: str | int) -> Any:
+def _styled(old: Any, value: str | int, anchor: str | None = None) -> Any:
     """``value`` as ruamel is to write it: quoted as ``old`` was, else plain or double
-    quoted as zread would write it."""
+    quoted as zread would write it; with ``anchor``, if any."""
+    from ruamel.yaml.scalarint import ScalarInt
     from ruamel.yaml.scalarstring import (
         DoubleQuotedScalarString,
         FoldedScalarString,
         LiteralScalarString,
+        PlainScalarString,
         SingleQuotedScalarString,
     )
 
     if isinstance(value, int):
-        return value
+        return value if anchor is None else ScalarInt(value, anchor=anchor)
     kept = (SingleQuotedScalarString, DoubleQuotedScalarString)
     blocks = (LiteralScalarString, FoldedScalarString)
+    style: type[Any] = PlainScalarString
     if isinstance(old, kept) or (isinstance(old, blocks) and "\n" in value):
-        return type(old)(value)
-    if needs_quotes(value):
-        return DoubleQuotedScalarString(value)
-    return value
+        style = type(old)
+    elif needs_quotes(value):
+        style = DoubleQuotedScalarString
+    if style is PlainScalarString and anchor is None:
+        return value
+    return style(value) if anchor is None else style(value, anchor=anchor)
 
 
 def _insert(node: Any, where: tuple[str, ...], key: str, value: Any) -> None:

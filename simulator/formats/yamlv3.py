@@ -81,6 +81,12 @@ def _yaml() -> tuple[type[Any], type[Any]]:
     return Loader, Dumper
 
 
+def loader() -> type[Any]:
+    """The loader every read uses (PyYAML's safe one, libyaml's parser where there is
+    one, YAML 1.2's booleans)."""
+    return _yaml()[0]
+
+
 def _not_yaml(err: Exception, kind: str) -> FormatError:
     """PyYAML's error as one line of the simulator's, about a ``kind`` file."""
     import yaml

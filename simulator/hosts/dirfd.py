@@ -9,9 +9,10 @@ descriptor and refusing to follow a link at the last step:
   walks down several;
 - :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``
   (:func:`simulator.regularfile.read_regular`, which never waits on a FIFO);
-- :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, named
-  ``.<name>.<random>.tmp``, which no reader takes for a page) and renames it over the
-  name: a link at that name is replaced as a link, never written through;
+- :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, created 0600
+  whatever the umask, named ``.<name>.<8 hex digits>.tmp``, which no reader takes for a
+  page: :func:`is_temp`, :func:`is_temp_of`) and renames it over the name: a link at
+  that name is replaced as a link, never written through;
 - :func:`remove_tree` and :func:`entries` (by descriptor, neither following links, and
   without recursion: a hostile tree may nest thousands deep);
 - :func:`flock` holds an exclusive ``flock`` on a directory's own descriptor, so no
@@ -39,6 +40,7 @@ from simulator.hosts import limits
 from simulator.regularfile import NotRegularFile, read_regular
 
 TEMP_SUFFIX = ".tmp"
+_TEMP_BYTES = 4  # random bytes in a temporary file's name, written as 8 hex digits
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -130,7 +132,7 @@ def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: 
 
 
 def _replace(parent: int, name: str, data: bytes, mode: int) -> None:
-    temporary = f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    temporary = f".{name}.{secrets.token_hex(_TEMP_BYTES)}{TEMP_SUFFIX}"
     fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=parent)
     try:
         try:
@@ -150,6 +152,18 @@ def _replace(parent: int, name: str, data: bytes, mode: int) -> None:
 def is_temp(name: str) -> bool:
     """Whether ``name`` is one of :func:`replace_file`'s temporary files."""
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def is_temp_of(entry: str, name: str) -> bool:
+    """Whether ``entry`` is named exactly as :func:`replace_file`'s temporary file for
+    ``name`` is (``.<name>.<8 hex digits>.tmp``): nothing else has that name."""
+    random = entry.removeprefix(f".{name}.").removesuffix(TEMP_SUFFIX)
+    return (
+        len(entry) == len(name) + 2 + 2 * _TEMP_BYTES + len(TEMP_SUFFIX)
+        and entry.startswith(f".{name}.")
+        and entry.endswith(TEMP_SUFFIX)
+        and all(c in "0123456789abcdef" for c in random)
+    )
 
 
 def entries(directory: int) -> Iterator[tuple[str, bool, bool]]:

@@ -1,10 +1,11 @@
 """The user's side of zread's files: ``$HOME/.zread/`` (config, login, log).
 
 Owns: :class:`UserFiles`: the account and config a session starts from, laid over the
-scenario's (``config.yaml`` is the config ``config`` shows and ``generate`` uses;
-``login.json``, or an ``llm.api_key`` in ``config.yaml``, means logged in; with no
-``.zread/`` at all the scenario's stand in), saving a config or a login, and appending
-to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
+scenario's (``config.yaml`` is the config ``config`` shows and ``generate`` uses; the
+scenario's login stands until a file says otherwise: ``login.json``, or an
+``llm.api_key`` in ``config.yaml`` other than the scenario's, set or empty; with no
+``.zread/`` at all the scenario's config stands in too), saving a config or a login,
+and appending to ``log/zread.log``. The bytes are :mod:`simulator.formats`'.
 
 HOME is the user's own, unlike a project: a ``config.yaml`` or ``login.json`` that is a
 link to an existing file (a dotfiles manager's) is written through, the link left a
@@ -13,7 +14,12 @@ it points, and so is a loop of links. Every change is a read-modify-write under 
 ``flock`` on ``.zread/``'s own descriptor (no lock file), and every file is replaced
 whole (temporary file, rename), so many processes on one HOME lose no update and leave
 nothing but zread's files.
-config.yaml and login.json are written 0600: they may hold a secret.
+config.yaml and login.json are written 0600: they may hold a secret (their temporary
+files are created 0600 too). A save killed before its rename leaves its temporary file
+(``.config.yaml.<8 hex digits>.tmp``); the next run that finds ``.zread/`` held by no
+save removes such files, as a new draft removes the drafts no run holds: only regular
+files of exactly that name, in ``.zread/`` itself (a linked config.yaml's temporary file
+is beside its target, the user's), never a link.
 
 Must not: write anywhere but ``home/.zread/``.
 """
@@ -35,12 +41,21 @@ from simulator.formats import log as lf
 from simulator.formats import login as lg
 from simulator.formats.bounds import LIMITS, FormatError
 from simulator.hosts import limits
-from simulator.hosts.dirfd import FilesError, flock, replace_file
+from simulator.hosts.dirfd import (
+    FilesError,
+    entries,
+    flock,
+    is_temp_of,
+    replace_file,
+    try_flock,
+)
 from simulator.regularfile import NotRegularFile, read_regular
 from simulator.scenario.world import Account, Settings, World
 
 _INTEGER_FIELDS = ("max_concurrent", "max_retries")
 _SECRET = 0o600
+_SAVED = ("config.yaml", "login.json")
+"""The files a save replaces whole (by a temporary file renamed over them)."""
 
 
 class UserFiles:
@@ -72,10 +87,8 @@ class UserFiles:
         login = None
         if login_data is not None:
             login = self._decode(self.dir / "login.json", lambda: lg.decode_login(login_data))
-        # Logged in by an API key alone is nobody's account: no username to show.
-        username = "" if login is None else login.username or world.account.username
-        logged_in = login is not None or bool(values.get("llm_api_key"))
-        account = Account(username=username, logged_in=logged_in)
+        account = _account(world, login, values.get("llm_api_key"))
+        self._remove_stale_temps()
         return msgspec.structs.replace(world, config=config, account=account)
 
     def _read(self, name: str) -> bytes | None:
@@ -150,9 +163,24 @@ class UserFiles:
         fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             with flock(fd):
+                _remove_temps(fd)
                 yield
         finally:
             os.close(fd)
+
+    def _remove_stale_temps(self) -> None:
+        """The temporary files saves left in ``.zread/`` (killed before their rename),
+        removed when no save holds ``.zread/``: a save holds it for as long as its
+        temporary file exists, so one nobody holds is stale. Never waited for."""
+        try:
+            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if try_flock(fd):
+                _remove_temps(fd)
+        finally:
+            os.close(fd)  # the lock goes with it
 
     def log(self, line: str) -> None:
         """Append a line to ``log/zread.log`` in one write (only where ``.zread/``
@@ -170,6 +198,31 @@ class UserFiles:
                     data = data[os.write(fd, data) :]
             finally:
                 os.close(fd)
+
+
+def _account(world: World, login: lg.LoginRecord | None, key: str | None) -> Account:
+    """Who is logged in: the scenario's account stands until a file says otherwise.
+    A login.json says logged in (as its username, else the scenario's); else an
+    ``llm.api_key`` in config.yaml that is not the scenario's own says logged in when
+    set (a key of one's own is nobody's account: no username) and logged out when
+    empty. A ``.zread/`` without them, or a config.yaml with no key or the scenario's
+    (a save of the scenario's values writes it), changes nothing."""
+    if login is not None:
+        return Account(username=login.username or world.account.username, logged_in=True)
+    if key is not None and key != world.config.llm_api_key:
+        return Account(username="", logged_in=bool(key))
+    return world.account
+
+
+def _remove_temps(directory: int) -> None:
+    """Each regular file in ``directory`` named as a save's temporary file of
+    config.yaml or login.json is (:func:`~simulator.hosts.dirfd.is_temp_of`) removed;
+    nothing else, and no link. The caller holds the directory's lock."""
+    with contextlib.suppress(OSError):
+        for entry, regular, _ in list(entries(directory)):
+            if regular and any(is_temp_of(entry, name) for name in _SAVED):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry, dir_fd=directory)
 
 
 def _settings(base: Settings, values: Mapping[str, str], where: Path) -> Settings:

@@ -812,10 +812,12 @@ def test_login_writes_login_json_and_without_it_generate_fails_at_once(
     assert logged_in.returncode == 0, logged_in.stderr
     assert strict_events(logged_in.stdout)[-1]["vm"]["state"] == "done"
 
-    login.unlink()  # logged out; config.yaml, if any, has no api_key
+    # Logged out: no login.json, and a config.yaml whose key is empty, where the
+    # scenario has one (a .zread/ without login.json alone leaves the scenario's login).
+    login.unlink()
     config = home / ".zread" / "config.yaml"
-    if config.exists():
-        assert "api_key: sk" not in config.read_text()
+    assert not config.exists()  # login does not write it
+    config.write_text(SAMPLE_CONFIG)
     before = versions(project)
     with Program(["zread", "generate", "-y", "--stdio"], env=env, cwd=project) as run:
         first = run.read_event(TIMEOUT)
@@ -826,6 +828,40 @@ def test_login_writes_login_json_and_without_it_generate_fails_at_once(
         run.finish()
     assert versions(project) == before
     assert not (wiki_root(project) / "drafts").exists()
+
+
+def generate_in(folder: Path) -> dict[str, Any]:
+    """``generate --stdio -y --home F --project F``, run to its end: its last event."""
+    argv = ["generate", "-y", "--home", str(folder), "--project", str(folder)]
+    with Proc(*argv, files=True) as run:
+        last = run.read_until_done(TIMEOUT)
+        run.finish()
+    return last
+
+
+def test_two_runs_in_one_folder_are_both_logged_in(tmp_path: Path) -> None:
+    # The first run's wiki makes folder/.zread/, HOME's folder too: it holds no
+    # login.json, and the scenario's login stands.
+    folder = tmp_path / "both"
+    folder.mkdir()
+    for run in range(2):
+        last = generate_in(folder)
+        assert last["vm"]["state"] == "done", (run, last["vm"]["error"])
+    assert len(versions(folder)) == 2
+    assert not (folder / ".zread" / "login.json").exists()
+
+
+def test_a_config_saved_from_the_scenario_leaves_its_login(tmp_path: Path) -> None:
+    folder = tmp_path / "both"
+    folder.mkdir()
+    with Proc("config", "--home", str(folder), files=True) as run:
+        run.read_event(TIMEOUT)
+        run.send({"type": "update_fields", "params": {"fields": {"language": "de"}}})
+        run.read_event(TIMEOUT)
+        run.send({"type": "save", "params": {}})
+        assert run.read_until_done(TIMEOUT)["vm"]["saved"] is True
+        run.finish()
+    assert generate_in(folder)["vm"]["state"] == "done"
 
 
 # -- 8. many processes on one HOME and one project ----------------------------------------

@@ -15,6 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.samples import ZREAD_DEFAULT
+
 from .helpers import MAX_LINE, NOBODY_ANSWERS, Proc, encode, vm_bytes, write_scenario
 
 VM_KEYS = [
@@ -207,8 +209,10 @@ def test_use_own_key_region_ends_for_the_llm_editor() -> None:
 
 @pytest.mark.parametrize("how", ["--custom", "__use_own_key__"])
 def test_own_key_with_nobody_logged_in_names_no_user(how: str) -> None:
-    # A ~/.zread with neither login.json nor an API key: nobody is logged in.
+    # A ~/.zread with no login.json and a config.yaml whose key is empty (zread's
+    # defaults), where the scenario has a key: nobody is logged in.
     (Path.home() / ".zread").mkdir()
+    (Path.home() / ".zread" / "config.yaml").write_bytes(ZREAD_DEFAULT)
     with Proc("login", *([how] if how == "--custom" else []), files=True) as p:
         event = p.read_event()
         if how != "--custom":

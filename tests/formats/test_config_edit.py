@@ -126,6 +126,30 @@ def test_the_files_line_ends_and_byte_order_mark_are_kept() -> None:
     assert save_config(old, {"language": "de"}) == BOM + b"language: de\n"
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_every_line_keeps_its_end_and_added_lines_take_the_files(end: str) -> None:
+    old = f"# top{end}language: en{end}llm:{end}    model: m{end}"
+    new = save_config(old.encode(), {"llm_model": "n", "llm_api_key": "k", "max_retries": "3"})
+    expected = (
+        f"# top{end}language: en{end}llm:{end}    model: n{end}    api_key: k{end}"
+        f"concurrency:{end}    max_retries: 3{end}"
+    )
+    assert new == expected.encode()
+
+
+def test_a_file_of_mixed_line_ends_keeps_each_lines_own() -> None:
+    old = b"# top\r\nlanguage: en\nllm:\r\n    model: m\r"
+    assert save_config(old, {"llm_model": "n", "language": "de"}) == (
+        b"# top\r\nlanguage: de\nllm:\r\n    model: n\r"
+    )
+
+
+def test_a_utf16_file_stays_utf16() -> None:
+    old = "\ufeff# 设置\r\nlanguage: en\r\n".encode("utf-16-le")
+    new = save_config(old, {"language": "de"})
+    assert new == "\ufeff# 设置\r\nlanguage: de\r\n".encode("utf-16-le")
+
+
 def test_lines_ruamel_would_normalize_are_kept_unless_changed() -> None:
     old = "language: ~\nflow: [ 1, 2 ]\nllm:\n    model:   m\n    api_key: Null\n"
     assert save_config(old.encode(), {"llm_model": "n"}) == changed(
@@ -148,19 +172,69 @@ def test_a_value_reached_through_an_alias_changes_the_anchored_node() -> None:
     assert config_values(read_config(new))["llm_model"] == "glm-6"
 
 
-def test_a_save_reads_back_as_intended_even_where_the_merge_would_not() -> None:
-    # The last of two equal keys is the value; merging ruamel's change into the first
-    # would leave the second in force, so ruamel's own output is taken.
-    old = b"language: en\nlanguage: fr\nllm:\n    model: m\n"
-    new = save_config(old, {"language": "de"})
-    assert new == b"language: de\nllm:\n    model: m\n"
-    assert config_values(read_config(new))["language"] == "de"
+def test_a_key_written_twice_where_the_change_falls_is_refused_naming_it() -> None:
+    # The last of two equal keys is the value; ruamel keeps the first, so no save
+    # keeps both lines and reads back as intended.
+    old = b"# mine\nlanguage: en\nlanguage: fr\nllm:\n    model: m\n"
+    with pytest.raises(ConfigFileError) as refused:
+        save_config(old, {"language": "de"})
+    assert str(refused.value) == (
+        "config.yaml: line 2 cannot be kept as it is written by a save "
+        "(language is written twice, on lines 2 and 3); nothing was saved"
+    )
+    old = b"llm:\n  model: a\n# the key\nllm:\n  api_key: k\n"
+    with pytest.raises(ConfigFileError, match=r"^config\.yaml: line 4 .*llm is written twice"):
+        save_config(old, {"llm_model": "x"})
 
 
-def test_a_file_ruamel_cannot_load_is_rewritten_in_zreads_layout() -> None:
-    old = b"language: en\t# a tab before the comment\nllm:\n  model: m\n"
-    new = save_config(old, {"llm_model": "n"})
-    assert new == b"language: en\nllm:\n    model: n\n"
+def test_a_key_written_twice_elsewhere_is_kept_as_it_is() -> None:
+    old = b"# mine\nlanguage: en\nlanguage: fr\nllm:\n    model: m\n"
+    assert save_config(old, {"llm_model": "n"}) == old.replace(b"model: m", b"model: n")
+
+
+@pytest.mark.parametrize(
+    ("old", "line", "why"),
+    [
+        (b"# mine\nllm:\n    model: m\n    api_key:\tabc\n", 4, "found character '\\t'"),
+        (b"language: en\t# a tab before the comment\nllm:\n  model: m\n", 1, "found character"),
+        (b"a: 1\nllm: {model: m,\n  k: 2}\n", 3, "would write it otherwise"),
+    ],
+)
+def test_a_file_the_round_trip_cannot_keep_is_refused_naming_the_line(
+    old: bytes, line: int, why: str
+) -> None:
+    with pytest.raises(ConfigFileError) as refused:
+        save_config(old, {"llm_model": "n"})
+    message = str(refused.value)
+    assert message.startswith(f"config.yaml: line {line} cannot be kept as it is written")
+    assert why in message and message.endswith("; nothing was saved")
+    assert "\n" not in message and "abc" not in message  # one line, no value echoed
+
+
+def test_a_changed_anchored_value_keeps_its_anchor_and_its_aliases_their_value() -> None:
+    old = "# top\nlanguage: &l en # the lang\n\n# doc\ndoc_language: *l   # mine\nx: [*l, *l]\n"
+    assert save_config(old.encode(), {"language": "fr"}) == (
+        b"# top\nlanguage: &l fr # the lang\n\n# doc\ndoc_language: en   # mine\nx: [en, en]\n"
+    )
+    old = "concurrency:\n    max_retries: &r 3   # r\n    max_concurrent: *r\n"
+    new = save_config(old.encode(), {"max_retries": "5"})
+    assert new == b"concurrency:\n    max_retries: &r 5   # r\n    max_concurrent: 3\n"
+
+
+def test_a_value_changed_at_an_alias_leaves_the_anchor_and_its_comment_where_they_are() -> None:
+    old = "language: &l en # the lang\ndoc_language: *l\nx: 1\n"
+    assert save_config(old.encode(), {"doc_language": "fr"}) == changed(
+        old, "doc_language: *l\n", "doc_language: fr\n"
+    )
+    old = "language: &l en # the lang\ndoc_language: *l  # mine\nx: 1\n"
+    assert save_config(old.encode(), {"doc_language": "fr", "language": "de"}) == (
+        b"language: &l de # the lang\ndoc_language: fr  # mine\nx: 1\n"
+    )
+
+
+def test_an_alias_of_a_changed_value_over_several_lines_is_refused() -> None:
+    with pytest.raises(ConfigFileError, match=r"^config\.yaml: line 3 .*several lines"):
+        save_config(b"language: &l |\n  en\ndoc_language: *l\n", {"language": "fr"})
 
 
 def test_a_save_is_bounded_and_refuses_what_is_not_a_config() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import difflib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.formats.linemerge import _opcodes, merge
+from simulator.formats.linemerge import first_touched, join_ends, merge, opcodes, split_ends
 
 OURS = "# my settings\nllm:\n  model:   gpt  # fast\n  key: ~\nlanguage: en\n\n# end\n"
 BASE = "llm:\n  model: gpt # fast\n  key:\nlanguage: en\n"
@@ -61,7 +62,7 @@ LINES = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d\n"]), max_size=12)
 def test_the_opcodes_turn_one_list_into_the_other_as_difflibs_do(
     a: list[str], b: list[str]
 ) -> None:
-    codes = _opcodes(a, b)
+    codes = opcodes(a, b)
     rebuilt: list[str] = []
     position = 0
     for tag, i1, i2, j1, j2 in codes:
@@ -74,3 +75,28 @@ def test_the_opcodes_turn_one_list_into_the_other_as_difflibs_do(
     assert position == len(a) and rebuilt == b
     if not a or not b or (a[0] != b[0] and a[-1] != b[-1]):
         assert codes == difflib.SequenceMatcher(None, a, b).get_opcodes()
+
+
+def test_first_touched_names_the_first_line_changed_outside_the_free_ones() -> None:
+    ours = "a\nb\nc\n"
+    assert first_touched(ours, "a\nB\nc\n", {1}, may_add=False) is None
+    assert first_touched(ours, "a\nB\nC\n", {1}, may_add=False) == 2
+    assert first_touched(ours, "a\nc\n", set(), may_add=False) == 1  # removed
+    assert first_touched(ours, "a\nx\nb\nc\n", set(), may_add=True) is None
+    assert first_touched(ours, "a\nx\nb\nc\n", set(), may_add=False) == 1
+
+
+@pytest.mark.parametrize("text", ["a\nb\n", "a\r\nb\r\n", "a\rb\r", "a\r\nb\nc\r", "a\nb", "", "x"])
+def test_line_ends_split_and_join_back_to_the_same_text(text: str) -> None:
+    ours, ends, whole = split_ends(text)
+    assert "\r" not in ours and (not ours or ours.endswith("\n"))
+    assert len(ends) == ours.count("\n")
+    assert join_ends(ours, ends, whole, ours) == text
+
+
+def test_lines_changed_or_added_take_the_ends_around_them() -> None:
+    ours, ends, whole = split_ends("a\rb\r\nc\n")
+    assert join_ends(ours, ends, whole, "a\nB\nnew\nc\n") == "a\rB\r\nnew\r\nc\n"
+    assert join_ends(ours, ends, whole, "top\na\nb\nc\n") == "top\ra\rb\r\nc\n"
+    ours, ends, whole = split_ends("a\r\nb")
+    assert join_ends(ours, ends, whole, "a\nb\nc\n") == "a\r\nb\r\nc"

@@ -22,6 +22,7 @@ from simulator.hosts.dirfd import (
     entries,
     flock,
     is_temp,
+    is_temp_of,
     open_dir,
     open_path,
     read_file,
@@ -578,3 +579,53 @@ def test_replace_file_out_of_descriptors_is_raised_as_it_is(root: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"OSError {errno.EMFILE}\n"  # not FilesError: the file is fine
     assert names(root) == []  # and no temporary file is left
+
+
+@pytest.mark.parametrize(
+    ("entry", "name", "temp"),
+    [
+        (".config.yaml.0a1b2c3d.tmp", "config.yaml", True),
+        (".login.json.ffffffff.tmp", "login.json", True),
+        (".config.yaml.0a1b2c3d.tmp", "login.json", False),
+        (".config.yaml.0A1B2C3D.tmp", "config.yaml", False),
+        (".config.yaml.0a1b2c3.tmp", "config.yaml", False),
+        (".config.yaml.0a1b2c3d0.tmp", "config.yaml", False),
+        (".config.yaml.tmp", "config.yaml", False),
+        ("config.yaml.0a1b2c3d.tmp", "config.yaml", False),
+        (".config.yaml.0a1b2c3d.tmp.x", "config.yaml", False),
+    ],
+)
+def test_is_temp_of_names_exactly_replace_files_temporary_file(
+    entry: str, name: str, temp: bool
+) -> None:
+    assert is_temp_of(entry, name) is temp
+
+
+def test_a_temporary_file_is_0600_from_its_creation_whatever_the_umask(root: Path, fd: int) -> None:
+    """Seen while it is written (before the mode it is to have is set), the temporary
+    file is never readable by others, even under umask 0."""
+    data = b"x" * (16 << 20)
+    modes: dict[str, int] = {}
+
+    class Modes(_Watching):
+        def run(self) -> None:
+            while not self.stop.is_set():
+                for entry in os.listdir(self.path):
+                    if is_temp(entry):
+                        with contextlib.suppress(FileNotFoundError):
+                            modes[entry] = stat.S_IMODE(os.lstat(self.path / entry).st_mode)
+
+    old = os.umask(0)
+    watcher = Modes(root)
+    watcher.start()
+    deadline = time.monotonic() + 20
+    try:
+        while not modes and time.monotonic() < deadline:
+            replace_file(fd, "config.yaml", data, 0o600)
+            assert is_temp_of(next(iter(modes), ".config.yaml.00000000.tmp"), "config.yaml")
+    finally:
+        os.umask(old)
+        watcher.stop.set()
+        watcher.join(5)
+    assert modes, "no temporary file was ever seen"
+    assert set(modes.values()) == {0o600}

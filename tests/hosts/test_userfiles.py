@@ -372,3 +372,132 @@ def test_out_of_descriptors_a_config_is_never_not_a_regular_file(home: Path) -> 
         "saved\n",
     }
     assert [p.name for p in (home / ".zread").iterdir() if p.name.endswith(".tmp")] == []
+
+
+# -- a save's temporary files -------------------------------------------------------------
+
+STALE = (".config.yaml.0a1b2c3d.tmp", ".login.json.deadbeef.tmp")
+NOT_A_SAVES = (
+    ".config.yaml.tmp",
+    ".config.yaml.0A1B2C3D.tmp",
+    ".config.yaml.0a1b2c3.tmp",
+    ".wiki.json.0a1b2c3d.tmp",
+    "config.yaml.0a1b2c3d.tmp",
+)
+
+
+def plant_temps(home: Path) -> Path:
+    """``.zread/`` with a killed save's temporary files (holding a key, 0600), names
+    that are not a save's, a link and a directory named as one, and one in ``log/``."""
+    user = home / ".zread"
+    (user / "log").mkdir(parents=True)
+    for name in (*STALE, *NOT_A_SAVES, "log/.config.yaml.55556666.tmp"):
+        (user / name).write_text("llm:\n    api_key: sk-secret\n")
+        (user / name).chmod(0o600)
+    (home / "mine").write_text("the user's\n")
+    (user / ".config.yaml.11112222.tmp").symlink_to(home / "mine")
+    (user / ".login.json.33334444.tmp").mkdir()
+    return user
+
+
+def test_a_killed_saves_temporary_files_are_removed_by_the_next_run(
+    home: Path, project: Path
+) -> None:
+    user = plant_temps(home)
+    store(home, project).world(load_scenario("default").world)
+    assert not any((user / name).exists() for name in STALE)
+    kept = {*NOT_A_SAVES, ".config.yaml.11112222.tmp", ".login.json.33334444.tmp", "log"}
+    assert set(os.listdir(user)) == kept
+    assert (user / ".config.yaml.11112222.tmp").is_symlink()
+    assert (home / "mine").read_text() == "the user's\n"
+    assert ".config.yaml.55556666.tmp" in os.listdir(user / "log")
+
+
+def test_a_save_removes_them_too(home: Path, project: Path) -> None:
+    user = plant_temps(home)
+    store(home, project).apply(SaveConfig({"language": "de"}, {}))
+    assert not any((user / name).exists() for name in STALE)
+    assert read_config((user / "config.yaml").read_bytes())["language"] == "de"
+
+
+def test_the_temporary_file_of_a_save_that_holds_zread_is_kept(home: Path, project: Path) -> None:
+    import fcntl
+
+    user = plant_temps(home)
+    fd = os.open(user, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a save does, for as long as its file exists
+        store(home, project).world(load_scenario("default").world)
+        assert all((user / name).exists() for name in STALE)
+    finally:
+        os.close(fd)
+    store(home, project).world(load_scenario("default").world)
+    assert not any((user / name).exists() for name in STALE)
+
+
+def test_a_refused_config_leaves_the_temporary_files_too(home: Path, project: Path) -> None:
+    user = plant_temps(home)
+    (user / "config.yaml").write_text("language: [unclosed\n")
+    with pytest.raises(FilesError):
+        store(home, project).world(load_scenario("default").world)
+    assert all((user / name).exists() for name in STALE)
+
+
+# -- the scenario's login, between runs ----------------------------------------------------
+
+
+def account_of(home: Path, project: Path, scenario: str = "default") -> tuple[bool, str]:
+    world = store(home, project).world(load_scenario(scenario).world)
+    return world.account.logged_in, world.account.username
+
+
+@pytest.mark.parametrize("made", ["nothing", "wiki and log", "config without a key"])
+def test_a_zread_folder_without_login_json_leaves_the_scenarios_login(
+    home: Path, project: Path, made: str
+) -> None:
+    user = home / ".zread"
+    user.mkdir()
+    if made == "wiki and log":
+        (user / "wiki" / "versions").mkdir(parents=True)
+        (user / "log").mkdir()
+    elif made == "config without a key":
+        (user / "config.yaml").write_text("language: de\nllm:\n    model: m\n")
+    assert account_of(home, project) == (True, "octocat")
+
+
+def test_a_config_yaml_with_the_scenarios_own_key_changes_no_login(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "out.toml"
+    scenario.write_text('extends = "default"\n[world.account]\nlogged_in = false\n')
+    (home / ".zread").mkdir()
+    key = load_scenario("default").world.config.llm_api_key
+    (home / ".zread" / "config.yaml").write_text(f"llm:\n    api_key: {key}\n")
+    assert account_of(home, project) == (True, "octocat")
+    assert account_of(home, project, str(scenario)) == (False, "octocat")
+
+
+def test_an_empty_key_logs_out_only_where_the_scenario_had_one(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (home / ".zread").mkdir()
+    (home / ".zread" / "config.yaml").write_bytes(ZREAD_DEFAULT)  # api_key: ""
+    assert account_of(home, project) == (False, "")
+    keyless = tmp_path / "keyless.toml"
+    keyless.write_text('extends = "default"\n[world.config]\nllm_api_key = ""\n')
+    assert account_of(home, project, str(keyless)) == (True, "octocat")
+    (home / ".zread" / "login.json").write_bytes(login_bytes("mona", "cn", "glm-4.6"))
+    assert account_of(home, project) == (True, "mona")
+
+
+def test_two_runs_in_one_folder_are_logged_in_alike(tmp_path: Path) -> None:
+    """HOME and project one folder: the first run's wiki makes ``.zread/``, and the
+    second run is logged in as the first was."""
+    folder = tmp_path / "both"
+    folder.mkdir()
+    for run in range(2):
+        session = start("generate", "-y", speed=0, home=folder)
+        done = session.wait_done()
+        session.close()
+        assert done["vm"]["state"] == "done", (run, done["vm"].get("error"))
+    assert len(os.listdir(folder / ".zread" / "wiki" / "versions")) == 2
