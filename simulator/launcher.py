@@ -14,9 +14,12 @@ umask (octal digits), the number of arguments, the arguments (``sys.argv``), the
 environment as ``NAME=VALUE``, every field raw bytes ended by a NUL. What no
 descriptor carries (namespaces, root, cgroup, credentials) and what the kernel keeps
 per process (resource limits, nice value, CPU affinity) the server reads itself, by
-the launcher's pid (:mod:`simulator.warmpeer`). The server answers in lines:
-``ok`` (a child runs the command on those streams), or ``refused``; then, once the
-child ended, ``exit N`` or ``signal N``.
+the launcher's pid (:mod:`simulator.warmpeer`). The server answers in lines: first,
+once it has accepted the connection, ``go`` (or ``refused``), and only then does the
+launcher send its message (descriptors queued to a server that is stopped would keep
+the client's stdout open after the launcher gave up on it); then ``ok`` (a child runs
+the command on those streams), or ``refused``; then, once the child ended, ``exit N``
+or ``signal N``.
 After ``ok`` the launcher points its own 0, 1 and 2 at /dev/null (the client sees the
 end of stdout when the child closes it, not when the launcher exits) and waits,
 relaying SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (each one byte, its
@@ -138,8 +141,11 @@ def hand_over(path: str) -> int | None:
         if not _connect(conn, path):  # a listener another user planted: hand it nothing
             conn.close()
             return None
-        _send_request(conn)
         reply = _Replies(conn)
+        if reply.line() != b"go":  # refused; or stopped, wedged: nothing of ours in its queue
+            conn.close()
+            return None
+        _send_request(conn)
         first = reply.line()
         if first != b"ok" and not _is_status(first):  # refused, or the server is gone
             conn.close()

@@ -20,9 +20,10 @@ take the loop's whole state as arguments.
 - **A launch**: a connection whose peer (``SO_PEERCRED``) has another uid is answered
   ``refused`` (and one line on the server's stderr names the uid); so is, silently, one
   whose launcher lives elsewhere (another namespace, root or cgroup) or has a limit its
-  child could not take on (:mod:`simulator.warmpeer`); otherwise, once its request and
-  its four fds (three streams, the working directory) are in, they go to the spare with
-  what the child takes on of the launcher's (limits, nice, affinity) and the connection itself
+  child could not take on (:mod:`simulator.warmpeer`); otherwise it is answered ``go``
+  (the launcher sends nothing before), and, once its request and its four fds (three
+  streams, the working directory) are in, they go to the spare with what the child
+  takes on of the launcher's (limits, nice, affinity) and the connection itself
   (the relayed signals were blocked around its fork), and ``ok`` is answered. A byte
   the launcher sends afterwards is a signal, sent on to the child (``os.kill``); the end
   of the connection (the launcher killed) kills the child (SIGKILL). The child says
@@ -318,6 +319,7 @@ class WarmServer:
             conn.close()
             return
         launch = _Launch(conn, pid, carried)
+        launch.reply(b"go")  # its request and descriptors come now
         self._selector.register(conn, selectors.EVENT_READ, launch)
         self._pending.add(launch)
         try:

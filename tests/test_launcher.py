@@ -178,6 +178,7 @@ def test_a_reply_longer_than_a_servers_is_not_waited_on(tmp_path: Path) -> None:
     def answer() -> None:
         conn, _ = server.accept()
         with conn:
+            conn.sendall(b"go\n")
             conn.recv(1 << 20)
             conn.sendall(b"x" * (launcher.MAX_REPLY * 4))  # no newline, and more to come
             try:  # held open until the launcher gives up and closes its end
@@ -206,8 +207,35 @@ def test_a_server_that_never_answers_is_given_up_on(
         assert launcher.hand_over(path) is None  # accepted by the backlog, never answered
         conn, _ = server.accept()
         with conn:
-            assert conn.recv(1 << 20).startswith(launcher.MAGIC)
-            assert conn.recv(1) == b""  # the launcher closed: a child started would die
+            # It sent nothing (a stopped server holds none of the client's streams)...
+            data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(64))
+            assert (data, ancillary) == (b"", [])
+
+
+def test_a_server_that_says_go_and_then_nothing_is_given_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "HANDOVER_TIMEOUT", 0.3)
+    path = str(tmp_path / "silent.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        import threading
+
+        got: list[bytes] = []
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"go\n")
+                got.append(conn.recv(1 << 20))
+                got.append(conn.recv(1))  # the launcher closed: a child started would die
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        assert launcher.hand_over(path) is None
+        thread.join(10)
+        assert got[0].startswith(launcher.MAGIC) and got[1] == b""
 
 
 def test_a_full_backlog_is_waited_on_then_given_up(

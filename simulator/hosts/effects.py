@@ -149,8 +149,8 @@ class EffectHost:
                         faults=self.http_faults,
                         journal=self._http_fault_seen,
                     )
-            except ListenError as err:
-                failed: object = kinds.ServerStarted(error=str(err))
+            except (ListenError, TimeoutError) as err:  # (TimeoutError: it answered nothing)
+                failed: object = kinds.ServerStarted(error=str(err) or "the server timed out")
                 return failed
             self.servers[owner] = server
             started: object = kinds.ServerStarted(url=server.url)

@@ -262,9 +262,10 @@ class HttpServer:
         accept) or TimeoutError when it cannot."""
         deadline = time.monotonic() + self.request_timeout
         with socket.socket(self._listener.family, socket.SOCK_STREAM) as probe:
-            probe.settimeout(_PROBE_STEP)
+            probe.settimeout(self.request_timeout)  # a loaded machine: the whole deadline
             probe.connect(self._listener.getsockname())
             probe.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
+            probe.settimeout(_PROBE_STEP)  # then short steps, to see a starved server
             while True:
                 if self._starved is not None:
                     raise self._starved

@@ -354,3 +354,34 @@ def _launch_as_nobody(path: str) -> bytes:
         output = said.read()
     os.waitpid(pid, 0)
     return output
+
+
+def test_a_stopped_server_holds_none_of_the_clients_streams() -> None:
+    started = ServerProcess()
+    code = (
+        "import sys\n"
+        "from simulator import launcher\n"
+        "launcher.HANDOVER_TIMEOUT = 0.5\n"
+        "from simulator.__main__ import main\n"
+        "sys.argv = ['zread', 'version', '--stdio']\n"
+        "sys.exit(main())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    os.kill(started.proc.pid, signal.SIGSTOP)  # wedged: it accepts nothing, reads nothing
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env | {VARIABLE: started.path},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        # The launcher gives up and runs the command itself; its stdout ends with it (no
+        # copy of it waits in the stopped server's queue).
+        out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err) == (0, b"")
+        assert json.loads(out)["done"] is True
+    finally:
+        os.kill(started.proc.pid, signal.SIGCONT)
+        started.stop()
