@@ -129,6 +129,17 @@ def hand_over(path: str) -> int | None:
     ends with the child's signal); None when there is none to run it, or it refused."""
     if sys.argv[1:2] == ["serve"] or not path or not _streams_open() or not _mine(path):
         return None
+    from simulator import signals  # (loaded already: the program's first instruction)
+
+    signals.grace(3 * HANDOVER_TIMEOUT + signals.GRACE_S)  # a quit waits out its three waits
+    code = _try(path)
+    if code is None:
+        signals.grace(signals.GRACE_S)  # it runs the command itself: a start-up's grace
+    return code
+
+
+def _try(path: str) -> int | None:
+    """:func:`hand_over`, once the server's socket is known to be this user's."""
     import _socket  # here, not above: the journal asks this module for launched_pid
 
     if not hasattr(_socket, "SO_PEERCRED"):  # not Linux: no server can be checked, none used

@@ -20,7 +20,8 @@ A signal is never held for ever. Python retries a system call a signal interrupt
 (PEP 475) once its handler has returned, so a process stuck in one (an ``open`` that
 waits for a FIFO's other end, a write to a pipe nobody reads) would hold the signal,
 and go on waiting, for good. So a signal held also arms a timer (:func:`end_if_stuck`:
-``SIGALRM`` in :data:`GRACE_S`), whose ring interrupts that call: the signal is then
+``SIGALRM`` in :data:`GRACE_S`, longer while a launcher waits on its server:
+:func:`grace`), whose ring interrupts that call: the signal is then
 given its default and raised again, and ends the process as it ends any program
 (128+N, no event). :func:`take`, :func:`take_all` and :func:`release` disarm it, and
 so does :func:`disarm`; the session runner arms it again for its own quit.
@@ -44,6 +45,8 @@ GRACE_S = 3.0
 milliseconds at most, even on a loaded machine, and a quit a few; a process still going
 this long after the signal is stuck."""
 
+_grace = [GRACE_S]
+"""How long the timer gives a held signal now (:func:`grace`)."""
 _pending: list[int] = []
 _armed: list[object] = []
 """While the timer runs: the signal it runs for, and the ``SIGALRM`` handler it replaced."""
@@ -60,7 +63,16 @@ def end_if_stuck(signum: int) -> None:
     only, as every signal handler."""
     if not _armed:
         _armed[:] = [signum, _signal.signal(_signal.SIGALRM, _overdue)]
-        _signal.setitimer(_signal.ITIMER_REAL, GRACE_S)
+        _signal.setitimer(_signal.ITIMER_REAL, _grace[0])
+
+
+def grace(seconds: float) -> None:
+    """From now on a held signal has ``seconds`` (from now, if the timer runs) to be
+    honoured: a launcher waiting on its server (each wait bounded) takes longer than a
+    start-up; it gives back :data:`GRACE_S` when it runs the command itself."""
+    _grace[0] = seconds
+    if _armed:
+        _signal.setitimer(_signal.ITIMER_REAL, seconds)
 
 
 def _overdue(signum: int, frame: object) -> None:

@@ -385,3 +385,35 @@ def test_a_stopped_server_holds_none_of_the_clients_streams() -> None:
     finally:
         os.kill(started.proc.pid, signal.SIGCONT)
         started.stop()
+
+
+def test_a_quit_while_the_launcher_waits_on_a_stopped_server_is_a_quit() -> None:
+    started = ServerProcess()
+    code = (
+        "import sys\n"
+        "from simulator import launcher\n"
+        "launcher.HANDOVER_TIMEOUT = 4.0\n"  # longer than a start-up's grace of 3 s
+        "from simulator.__main__ import main\n"
+        "sys.argv = ['zread', 'config', '--stdio', '--no-files']\n"
+        "sys.exit(main())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
+    os.kill(started.proc.pid, signal.SIGSTOP)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env | {VARIABLE: started.path},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)  # waiting for the server's go, which never comes
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        # it waited its wait out, ran the command itself and quit: never killed meanwhile
+        assert proc.returncode == 0
+        assert json.loads(out.splitlines()[-1])["done"] is True
+    finally:
+        os.kill(started.proc.pid, signal.SIGCONT)
+        started.stop()
