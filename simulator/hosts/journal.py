@@ -305,6 +305,15 @@ class JournalWriter:
         with self._lock:
             self._flush()
 
+    def flush(self) -> None:
+        """Write the records kept so far (one ``write``) and go on keeping them: what
+        must be in the file before an event goes out."""
+        with self._lock:
+            held = self._held
+            if held:
+                self._held = []
+                self._append(b"".join(held))
+
     def _flush(self) -> None:
         held, self._held = self._held, None
         if held:

@@ -52,8 +52,10 @@ class Journaling(Observer):
     def produced(self, live: Live, outcome: Outcome) -> None:
         session = live.session
         self._cover(live)
+        writer = self.writer
         for event, state in zip(outcome, outcome.states, strict=False):
-            self.writer.event(session.now, event, state)
+            writer.event(session.now, event, state)
+        writer.flush()  # a client that saw an event finds its record
 
     def fired(self, live: Live, due: float) -> None:
         self.writer.timer(live.now(), self._clock() - due)

@@ -335,3 +335,16 @@ def test_records_held_between_two_waits_are_written_together_on_release(tmp_path
     journal.exit(0.4, 0, "quit")
     journal.close()  # what is held is written before the file is let go
     assert records(path)[-1]["kind"] == "exit"
+
+
+def test_a_flush_writes_what_is_held_and_goes_on_holding(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal, _ = writer(path)
+    journal.hold()
+    journal.event(0.1, b'{"a":1}')
+    journal.flush()
+    assert [r["line"] for r in records(path)] == ['{"a":1}']
+    journal.event(0.2, b'{"a":2}')
+    assert len(records(path)) == 1  # still held
+    journal.release()
+    assert len(records(path)) == 2

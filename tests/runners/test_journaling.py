@@ -27,6 +27,36 @@ def test_lines_are_journaled_as_the_session_records_them(tmp_path: Path) -> None
     assert line["pid"] == 3 and line["line"] == '{"type":"nope"}' and line["error"]
 
 
+class _Witness(Keeper):
+    """An endpoint that, as each event goes out, reads which events the journal holds."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.seen: list[list[str]] = []
+
+    def write(self, data: bytes) -> bool:
+        self.seen.append([r["line"] for r in records(self.path) if r["kind"] == "event"])
+        return super().write(data)
+
+
+def test_an_event_is_in_the_held_journal_before_it_goes_out(tmp_path: Path) -> None:
+    session = build_session("update", speed=0.0)
+    path = tmp_path / "j.jsonl"
+    writer = JournalWriter.open(str(path), warn=print, pid=1)
+    witness = _Witness(path)
+    runner = LiveSession(
+        session, stage_of(session), witness, clock=Clock(), observer=Journaling(writer, session)
+    )
+    writer.hold()  # as a process runner holds it between two waits
+    runner.start()
+    run_out(runner, Clock())
+    assert len(witness.writes) >= 2
+    for n, (data, seen) in enumerate(zip(witness.writes, witness.seen, strict=True)):
+        assert len(seen) >= n + 1  # this event's record, and every one before it
+        assert seen[n] == redact_line(data.removesuffix(b"\n")).decode()
+
+
 def test_a_cover_record_says_only_what_is_new(tmp_path: Path) -> None:
     session = build_session("update", speed=0.0)
     path = tmp_path / "j.jsonl"
