@@ -16,6 +16,13 @@ prints :mod:`simulator.tools.coverage`'s table at the end of the run;
 ``--zread-coverage-json FILE`` writes it, ``--zread-coverage-fail-under N`` fails the
 run below N percent of transitions. Under pytest-xdist each worker sends what it
 counted to the controller, which reports the whole run.
+
+pytest rewrites the asserts of every module of a distribution that has a plugin, so
+each simulator module a session imports would be parsed and compiled anew on every run
+where bytecode is not written (``PYTHONDONTWRITEBYTECODE``, as many container images
+set; a read-only install): ~100 ms of a suite's first session. The simulator asserts
+nothing a test reads, so its packages are taken off the list as the plugin loads
+(:func:`_not_rewritten`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,27 @@ if TYPE_CHECKING:
     from simulator.runners.virtual import ZreadSim
     from simulator.tools.coverage import Coverage
     from simulator.tools.remote import Remote
+
+_OWN_PACKAGES = ("simulator", "statecharts")
+
+
+def _not_rewritten(packages: tuple[str, ...] = _OWN_PACKAGES) -> None:
+    """Take ``packages`` off what pytest's assertion rewriting marked to rewrite.
+
+    pytest has no call for this: its import hook's set of marked names and their cache
+    are read as they are (a pytest without them leaves the rewriting as it is)."""
+    import sys
+
+    for finder in sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and not marked.isdisjoint(packages):
+            marked.difference_update(packages)
+            cache = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+
+
+_not_rewritten()
 
 SIMULATOR_PREFIX = "ZREAD_SIM_"
 """Every variable named so is cleared for a test that uses ``zread_bin`` (the shell's or

@@ -590,3 +590,22 @@ def test_zread_coverage_adds_up_the_xdist_workers(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(
         ["zread coverage: 2 sessions; transitions 25.0% of the commands run"]
     )
+
+
+def test_the_simulator_s_modules_are_imported_as_python_imports_them(
+    pytester: pytest.Pytester,
+) -> None:
+    """Not through pytest's assertion rewriting, which parses and compiles each module
+    anew on every run where bytecode is not written."""
+    pytester.makepyfile(
+        """
+        import importlib, sys
+
+        def test_loader():
+            sys.modules.pop("simulator.hosts.pages", None)
+            module = importlib.import_module("simulator.hosts.pages")
+            assert type(module.__loader__).__name__ == "SourceFileLoader"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
