@@ -9,7 +9,11 @@ Go writes them (:func:`go_time`).
 Slugs come from python-slugify (``lowercase=True``, ``regex_pattern=r'[^-a-z0-9_]+'``),
 which reproduces every slug seen in zread's output: Chinese becomes pinyin through
 text-unidecode, ASCII letters run into the first syllable, underscores stay. It costs
-~16 ms to import, so it is imported on the first slug.
+~30 ms to import (with the patterns it compiles), so it is imported on the first title
+that needs it: a title of printable ASCII without ``&``, ``'`` or ``,`` (what its entity,
+quote and number rules act on) is slugged here by the rest of its pipeline, which for
+such a title is lowercase, each run of other characters one ``-``, and ``-`` stripped
+(a test holds the two to the same slug for every such title).
 
 Must not: do I/O or read the clock (a caller hands in the time).
 """
@@ -123,12 +127,29 @@ def _slugify() -> Callable[..., str]:
     return functools.partial(slugify, backend="unidecode" if found else "text-unidecode")
 
 
+_SLUG_MAX: Final = 150
+_LIBRARY_ONLY: Final = frozenset("&',")
+"""What python-slugify's entity, quote and number rules act on in an ASCII title."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _title_slug(title: str) -> str:
     """The slug of a title (without its number): drawn titles come from a few hundred,
     and python-slugify takes ~15 us for one; a load run makes thousands of catalogs.
     At most 150 characters, so a page's file name stays a plain name."""
-    return str(_slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+", max_length=150))
+    if title.isascii() and title.isprintable() and _LIBRARY_ONLY.isdisjoint(title):
+        return _ascii_slug(title)
+    return str(
+        _slugify()(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+", max_length=_SLUG_MAX)
+    )
+
+
+def _ascii_slug(title: str) -> str:
+    """python-slugify's slug of a printable ASCII title without ``&``, ``'`` or ``,``."""
+    import re
+
+    text = re.sub(r"-{2,}", "-", re.sub(r"[^-a-z0-9_]+", "-", title.lower())).strip("-")
+    return text if len(text) < _SLUG_MAX else text[:_SLUG_MAX].strip("-")
 
 
 def go_time(utc: dt.datetime, nanos: int | None = None) -> str:

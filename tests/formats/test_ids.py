@@ -6,8 +6,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from simulator.formats.ids import (
+    _title_slug,  # the cached function, to call uncached
     go_time,
     is_plain_name,
     next_version_id,
@@ -217,3 +220,16 @@ def test_version_time_is_the_ids_local_time_in_utc() -> None:
 )
 def test_version_time_of_what_is_not_a_version_id_is_none(name: str) -> None:
     assert version_time(name) is None
+
+
+@settings(max_examples=2000)
+@example("a" * 149 + "--b")
+@example("x" * 150 + " y")
+@example("-" * 160 + "A_b")
+@example("Quick Start: a C++ / Rust guide")
+@given(st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=200))
+def test_an_ascii_title_has_python_slugify_s_slug(title: str) -> None:
+    from slugify import slugify
+
+    expected = slugify(title, lowercase=True, regex_pattern=r"[^-a-z0-9_]+", max_length=150)
+    assert _title_slug.__wrapped__(title) == expected
