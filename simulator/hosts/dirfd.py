@@ -11,8 +11,10 @@ descriptor and refusing to follow a link at the last step:
   (:func:`simulator.regularfile.read_regular`, which never waits on a FIFO);
 - :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, created 0600
   whatever the umask, named ``.<name>.<8 hex digits>.tmp``, which no reader takes for a
-  page: :func:`is_temp`, :func:`is_temp_of`) and renames it over the name: a link at
-  that name is replaced as a link, never written through;
+  page: :func:`is_temp`, :func:`is_temp_of`) and renames it to the name, or exchanges
+  the two names where a file stands there (:mod:`simulator.hosts.exchange`: ext4 flushes
+  a file renamed over another) and removes the old one: a link at that name is replaced
+  as a link, never written through;
 - :func:`remove_tree` and :func:`entries` (by descriptor, neither following links, and
   without recursion: a hostile tree may nest thousands deep);
 - :func:`flock` holds an exclusive ``flock`` on a directory's own descriptor, so no
@@ -37,6 +39,7 @@ from collections.abc import Iterator
 
 from simulator.errors import ConfigurationError
 from simulator.hosts import limits
+from simulator.hosts.exchange import exchange
 from simulator.regularfile import NotRegularFile, read_regular
 
 TEMP_SUFFIX = ".tmp"
@@ -142,7 +145,14 @@ def _replace(parent: int, name: str, data: bytes, mode: int) -> None:
             os.fchmod(fd, mode)
         finally:
             os.close(fd)
-        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+        if not exchange(parent, temporary, name):
+            os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+        else:
+            try:
+                os.unlink(temporary, dir_fd=parent)  # what stood at name
+            except OSError:  # a directory stood there: it goes back, and is refused
+                exchange(parent, temporary, name)
+                raise
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=parent)

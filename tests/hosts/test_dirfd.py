@@ -629,3 +629,11 @@ def test_a_temporary_file_is_0600_from_its_creation_whatever_the_umask(root: Pat
         watcher.join(5)
     assert modes, "no temporary file was ever seen"
     assert set(modes.values()) == {0o600}
+
+
+def test_replace_file_over_an_empty_directory_is_refused_and_keeps_it(root: Path, fd: int) -> None:
+    (root / "current").mkdir()
+    with pytest.raises(FilesError, match=r"^current: cannot write: "):
+        replace_file(fd, "current", b"x")
+    assert (root / "current").is_dir()
+    assert names(root) == ["current"]
