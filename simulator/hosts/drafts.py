@@ -122,13 +122,16 @@ class Run:
         self.fd = self.claim = -1
 
 
-def start(wiki: Wiki, now: dt.datetime, generated_at: str) -> Run:
+def start(
+    wiki: Wiki, now: dt.datetime, generated_at: str, listed: frozenset[str] = frozenset()
+) -> Run:
     """A new draft: the drafts nobody holds removed, an id claimed from ``now``,
     ``drafts/`` owned when no live run holds it (else the draft is written in the
-    claim)."""
+    claim). ``listed``: versions known to be there (their ids are passed over without
+    a look; an id not in it is looked up)."""
     with dirfd.flock(wiki.fd):
         _remove_stale(wiki)
-        wiki_id, claim = _claim_id(wiki, now)
+        wiki_id, claim = _claim_id(wiki, now, listed)
         run = Run(wiki_id, generated_at, claim)
         drafts = wiki.own(DRAFTS, create=True)
     if drafts is not None:
@@ -192,14 +195,14 @@ def _remove_stale(wiki: Wiki) -> None:
                 dirfd.remove_tree(wiki.fd, name, where=wiki.where(name))
 
 
-def _claim_id(wiki: Wiki, now: dt.datetime) -> tuple[str, int]:
+def _claim_id(wiki: Wiki, now: dt.datetime, listed: frozenset[str]) -> tuple[str, int]:
     """The id of the first free second at or after ``now`` (free: no version and no live
     claim has it), claimed by creating ``.draft-<id>`` exclusively; with the claim's
     descriptor, locked."""
     claims = {name.removeprefix(_CLAIM) for name, _, _ in dirfd.entries(wiki.fd)}
     versions = dirfd.open_dir(wiki.fd, "versions", wiki.where("versions"))
     try:
-        taken = _Taken(claims, versions)
+        taken = _Taken(claims | listed, versions)
         skip = 0
         while True:
             wiki_id = next_version_id(now, taken, skip)
@@ -217,8 +220,9 @@ def _claim_id(wiki: Wiki, now: dt.datetime) -> tuple[str, int]:
 
 
 class _Taken:
-    """The ids a new draft cannot have: a claim's, or a version's (looked up one id at
-    a time, not listed: a project's past does not slow a run's start)."""
+    """The ids a new draft cannot have: those in ``claims`` (each claim, and each
+    version the run's start listed), or a version's made since (looked up on disk one
+    id at a time, not listed: a project's past does not slow a run)."""
 
     __slots__ = ("claims", "versions")
 

@@ -96,6 +96,9 @@ class FileStore:
         self._read_versions: dict[str, tuple[bytes, wf.WikiIndex]] = {}
         """Each version's wiki.json as the session's start read it: browse serves it
         without reading it again."""
+        self._listed: frozenset[str] = frozenset()
+        """The names in ``versions/`` when the session started: a new draft's id is
+        looked for past them without a look at the disk for each."""
 
     # -- what a session starts from ----------------------------------------------------
 
@@ -180,6 +183,7 @@ class FileStore:
             return []
         try:
             listed = sorted(name for name, _, is_dir in dirfd.entries(versions) if is_dir)
+            self._listed = frozenset(listed)
             if wanted == EVERY_VERSION:
                 first = listed
             elif wanted:
@@ -287,7 +291,7 @@ class FileStore:
             self.log(f"draft {run.id} resumed: {len(run.written)} pages already written")
             return
         now = self._clock()
-        run = self._run = drafts.start(wiki, now, self._time(now))
+        run = self._run = drafts.start(wiki, now, self._time(now), listed=self._listed)
         where = wiki.where(run.name, wf.WIKI_JSON)
         run.index = wf.encode_wiki(self._index(effect.pages))
         dirfd.replace_file(run.fd, wf.WIKI_JSON, run.index, where=where)

@@ -17,7 +17,8 @@ import pytest
 
 from simulator.core.driver import EVERY_VERSION
 from simulator.core.effects import CatalogReady, DraftLeft, PageWritten, WikiGenerated
-from simulator.formats.wiki import decode_wiki
+from simulator.formats.ids import version_id
+from simulator.formats.wiki import decode_wiki, encode_wiki, wiki_index
 from simulator.hosts.dirfd import FilesError, LinkRefused
 from simulator.hosts.files import FileStore
 from simulator.scenario import load_scenario, wiki
@@ -112,6 +113,33 @@ def test_two_runs_in_one_second_get_two_ids(home: Path, project: Path) -> None:
     versions = sorted(p.name for p in (project / ".zread/wiki/versions").iterdir())
     assert versions == ["2026-04-06-130213", "2026-04-06-130214"]
     assert (project / ".zread/wiki/current").read_text() == "versions/2026-04-06-130214"
+
+
+def test_a_new_id_passes_the_versions_the_start_listed_without_a_look_at_each(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    versions = project / ".zread/wiki/versions"
+    for n in range(120):  # every second from NOON on is a version's
+        moment = NOON + dt.timedelta(seconds=n)
+        made = versions / version_id(moment)
+        made.mkdir(parents=True)
+        index = wiki_index(made.name, f"{moment:%Y-%m-%dT%H:%M:%S}Z", "en", [])
+        (made / "wiki.json").write_bytes(encode_wiki(index))
+    files = store(home, project, NOON)
+    files.world(load_scenario("empty").world)
+    looked: list[object] = []
+    real_stat = os.stat
+
+    def counted(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        looked.append(path)
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", counted)
+    files.apply(CatalogReady(wiki.catalog(0, "acme/widget", 1), "en"))
+    monkeypatch.undo()
+    made = version_id(NOON + dt.timedelta(seconds=120))
+    assert files._run is not None and files._run.id == made
+    assert looked.count(made) == 1 and len(looked) < 5  # the id taken, looked up once
 
 
 def test_a_resumed_draft_keeps_its_id_and_its_finished_pages(home: Path, project: Path) -> None:
