@@ -9,11 +9,14 @@ descriptor and refusing to follow a link at the last step:
   walks down several;
 - :func:`read_file` reads a regular file, at most so many bytes, ``O_NOFOLLOW``
   (:func:`simulator.regularfile.read_regular`, which never waits on a FIFO);
-- :func:`replace_file` writes a temporary file (``O_EXCL|O_NOFOLLOW``, created 0600
-  whatever the umask, named ``.<name>.<8 hex digits>.tmp``, which no reader takes for a
-  page: :func:`is_temp`, :func:`is_temp_of`) and renames it to the name, or exchanges
-  the two names where a file stands there (:mod:`simulator.hosts.exchange`: ext4 flushes
-  a file renamed over another) and removes the old one: a link at that name is replaced
+- :func:`replace_file` writes a file without a name (``O_TMPFILE``, created 0600
+  whatever the umask) and, once it is whole, links it at the name when the name is
+  free (a page of a new draft): a kill leaves nothing. Where something stands at the
+  name, or where there are no such files, it writes a temporary file instead
+  (``O_EXCL|O_NOFOLLOW``, named ``.<name>.<8 hex digits>.tmp``, which no reader takes
+  for a page: :func:`is_temp`, :func:`is_temp_of`) and exchanges the two names
+  (:mod:`simulator.hosts.exchange`: ext4 flushes a file renamed over another) and
+  removes the old one, or renames it over the name: a link at that name is replaced
   as a link, never written through;
 - :func:`remove_tree` and :func:`entries` (by descriptor, neither following links, and
   without recursion: a hostile tree may nest thousands deep);
@@ -32,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import secrets
 import stat
@@ -46,6 +50,7 @@ TEMP_SUFFIX = ".tmp"
 _TEMP_BYTES = 4  # random bytes in a temporary file's name, written as 8 hex digits
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_UNNAMED_FLAGS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0) | os.O_CLOEXEC
 
 
 class FilesError(ConfigurationError):
@@ -135,16 +140,74 @@ def replace_file(parent: int, name: str, data: bytes, mode: int = 0o644, where: 
 
 
 def _replace(parent: int, name: str, data: bytes, mode: int) -> None:
-    temporary = f".{name}.{secrets.token_hex(_TEMP_BYTES)}{TEMP_SUFFIX}"
-    fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=parent)
-    try:
+    unnamed = _open_unnamed(parent)
+    if unnamed is not None:  # a file without a name until it is whole
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
+            _fill(unnamed, data, mode)
+            if _name(unnamed, parent, name):
+                return  # the name was free: the file appeared whole
+            temporary = _temporary(name)
+            if not _name(unnamed, parent, temporary):
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), temporary)
+        finally:
+            os.close(unnamed)
+    else:
+        temporary = _temporary(name)
+        fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=parent)
+        try:
+            _fill(fd, data, mode)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=parent)
+            raise
         finally:
             os.close(fd)
+    _put_in_place(parent, temporary, name)
+
+
+def _temporary(name: str) -> str:
+    return f".{name}.{secrets.token_hex(_TEMP_BYTES)}{TEMP_SUFFIX}"
+
+
+def _fill(fd: int, data: bytes, mode: int) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fchmod(fd, mode)
+
+
+def _open_unnamed(parent: int) -> int | None:
+    """An ``O_TMPFILE`` in ``parent``, created 0600; None where there is none (the
+    filesystem has none, no ``/proc/self/fd`` to give it a name through, or it is
+    refused: the named temporary file then says why)."""
+    if not _unnamed_files():
+        return None
+    try:
+        return os.open(".", _UNNAMED_FLAGS, 0o600, dir_fd=parent)
+    except OSError as err:
+        limits.reraise(err)  # out of descriptors is not the file's answer
+        return None
+
+
+@functools.cache
+def _unnamed_files() -> bool:
+    return hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
+
+
+def _name(unnamed: int, parent: int, name: str) -> bool:
+    """Give the file ``unnamed`` the free name ``name`` in ``parent`` (False: taken,
+    by anything, a link too: nothing is followed or replaced)."""
+    try:
+        os.link(f"/proc/self/fd/{unnamed}", name, dst_dir_fd=parent, follow_symlinks=True)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _put_in_place(parent: int, temporary: str, name: str) -> None:
+    """``temporary`` becomes ``name``: exchanged with what stands there, which is then
+    removed, or renamed to it; on failure ``temporary`` is removed."""
+    try:
         if not exchange(parent, temporary, name):
             os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
         else:

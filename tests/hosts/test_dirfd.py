@@ -637,3 +637,24 @@ def test_replace_file_over_an_empty_directory_is_refused_and_keeps_it(root: Path
         replace_file(fd, "current", b"x")
     assert (root / "current").is_dir()
     assert names(root) == ["current"]
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed-file", "named-temporary"])
+def test_replace_file_either_way_writes_the_same_and_leaves_nothing_else(
+    root: Path, fd: int, unnamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import simulator.hosts.dirfd as dirfd
+
+    monkeypatch.setattr(dirfd, "_unnamed_files", lambda: unnamed)
+    (root / "elsewhere").write_bytes(b"kept")
+    (root / "linked").symlink_to(root / "elsewhere")
+    (root / "old").write_bytes(b"old")
+    (root / "folder").mkdir()
+    for name in ("free", "old", "linked"):
+        replace_file(fd, name, name.encode(), 0o640)
+        assert (root / name).read_bytes() == name.encode() and not (root / name).is_symlink()
+        assert stat.S_IMODE((root / name).stat().st_mode) == 0o640
+    with pytest.raises(FilesError):
+        replace_file(fd, "folder", b"x")
+    assert (root / "elsewhere").read_bytes() == b"kept"
+    assert names(root) == ["elsewhere", "folder", "free", "linked", "old"]
