@@ -89,8 +89,11 @@ class SimSession(Generic[S]):
         whose ``login.approver`` is ``"control"``): ``authorize_url`` and
         ``auth_timeout`` (nanoseconds), as the ``authorize`` control request carries
         them; None when none is pending."""
-        self.events: list[Event] = []
-        """Every event so far, decoded: the dicts the process would print."""
+        self._lines: list[bytes] = []  # every event line so far
+        self._decoded: list[Event | None] = []  # each decoded once asked for
+        self._done: list[bool] = []
+        """Whether each event is the done:true one, as the session's outcome says:
+        :meth:`wait_done` reads it without decoding the events it passes."""
         self.transcript: list[TranscriptLine] = []
         """Every line both ways, in order: the test's record, kept whole for as long as
         the test keeps this object (the session itself keeps a bounded few)."""
@@ -99,6 +102,16 @@ class SimSession(Generic[S]):
         self._take(session.start())
 
     # -- what a test reads ---------------------------------------------------------
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event so far, decoded: the dicts the process would print. (A wait
+        decodes only what it reads: this decodes the rest.)"""
+        decoded = self._decoded
+        for n, event in enumerate(decoded):
+            if event is None:
+                decoded[n] = _decode_event(self._lines[n])
+        return decoded  # type: ignore[return-value]  # (none is None now)
 
     @property
     def session(self) -> S:
@@ -117,7 +130,9 @@ class SimSession(Generic[S]):
     @property
     def last(self) -> Event:
         """The latest event."""
-        return self.events[-1]
+        if not self._lines:
+            raise IndexError("no event yet")
+        return self._event(len(self._lines) - 1)
 
     @property
     def vm(self) -> dict[str, Any]:
@@ -185,13 +200,29 @@ class SimSession(Generic[S]):
         :class:`SimulationError` if the session ends, stalls (nothing pending and the
         client's turn) or spends ``horizon`` virtual seconds first.
         """
+        return self._wait(lambda n: predicate(self._event(n)), horizon)
+
+    def wait_done(self, *, horizon: float = DEFAULT_HORIZON) -> Event:
+        """Run until the ``done:true`` event; it."""
+        return self._wait(self._is_done, horizon)
+
+    def wait_state(self, state: str, *, horizon: float = DEFAULT_HORIZON) -> Event:
+        """Run until an event whose vm.state is ``state``; it."""
+        return self.wait_for(lambda event: event["vm"].get("state") == state, horizon=horizon)
+
+    def _is_done(self, n: int) -> bool:
+        return self._done[n]  # the last event of the call that ended the session
+
+    def _wait(self, matches: Callable[[int], bool], horizon: float) -> Event:
+        """The next event past the cursor whose index ``matches``, moving virtual time
+        as :meth:`wait_for` says."""
         limit = self.now + horizon
         while True:
-            while self._cursor < len(self.events):
-                event = self.events[self._cursor]
+            while self._cursor < len(self._lines):
+                n = self._cursor
                 self._cursor += 1
-                if predicate(event):
-                    return event
+                if matches(n):
+                    return self._event(n)
             if self.done:
                 raise SimulationError(self._why("the session ended (done:true)"))
             deadline = self._session.next_deadline()
@@ -199,15 +230,7 @@ class SimSession(Generic[S]):
                 raise SimulationError(self._why("the session is waiting for the client"))
             if deadline > limit:
                 raise SimulationError(self._why(f"nothing matched within {horizon:g} s"))
-            self._take(self._session.advance(deadline, limit=1))
-
-    def wait_done(self, *, horizon: float = DEFAULT_HORIZON) -> Event:
-        """Run until the ``done:true`` event; it."""
-        return self.wait_for(lambda event: bool(event["done"]), horizon=horizon)
-
-    def wait_state(self, state: str, *, horizon: float = DEFAULT_HORIZON) -> Event:
-        """Run until an event whose vm.state is ``state``; it."""
-        return self.wait_for(lambda event: event["vm"].get("state") == state, horizon=horizon)
+            self._take(self._session.advance(deadline, limit=1), decoded=False)
 
     def close(self) -> None:
         """Quit if still running and release what the session holds (servers)."""
@@ -223,18 +246,31 @@ class SimSession(Generic[S]):
 
     # -- inside --------------------------------------------------------------------
 
-    def _take(self, outcome: Outcome) -> list[Event]:
+    def _take(self, outcome: Outcome, *, decoded: bool = True) -> list[Event]:
+        """Perform ``outcome``'s effects and keep its events; them, decoded (none when
+        not ``decoded``: a wait decodes what it reads)."""
         effects = outcome.effects
         if self._session.peer_attached and effects:
             effects = [effect for effect in effects if not self._as_peer(effect)]
         for effect, result in self._effects.perform_all(id(self), effects):
-            self._take(self._session.resolve(effect, result))
-        events = []
-        for line in outcome:
-            self.transcript.append(TranscriptLine("out", self.now, line))
-            events.append(_decode_event(line))
-        self.events.extend(events)
-        return events
+            self._take(self._session.resolve(effect, result), decoded=False)
+        first, now = len(self._lines), self.now
+        last = len(outcome) - 1 if outcome.done else -1
+        for n, line in enumerate(outcome):
+            self.transcript.append(TranscriptLine("out", now, line))
+            self._lines.append(line)
+            self._decoded.append(None)
+            self._done.append(n == last)
+        if not decoded:
+            return []
+        return [self._event(n) for n in range(first, len(self._lines))]
+
+    def _event(self, n: int) -> Event:
+        """Event ``n``, decoded (once)."""
+        event = self._decoded[n]
+        if event is None:
+            event = self._decoded[n] = _decode_event(self._lines[n])
+        return event
 
     def _as_peer(self, effect: object) -> bool:
         """Take the effects a control peer answers; True when ``effect`` was one."""
@@ -247,7 +283,7 @@ class SimSession(Generic[S]):
         return False
 
     def _why(self, reason: str) -> str:
-        last = self.events[-1] if self.events else {}
+        last = self._event(len(self._lines) - 1) if self._lines else {}
         state = last.get("vm", {}).get("state", self._session.shown_state)
         return (
             f"{reason}: no new event matched; last state {state!r}, "

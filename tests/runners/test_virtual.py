@@ -596,3 +596,21 @@ def test_start_refuses_a_missing_folder_in_the_words_of_the_command_line(tmp_pat
     with pytest.raises(ConfigurationError, match=r"^home .*nohome: no such folder; zread-sim"):
         start("config", home=tmp_path / "nohome")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["generate", "update", "config", "login", "version", "browse"])
+@pytest.mark.parametrize("scenario", builtin_names())
+def test_which_event_is_done_is_what_the_events_say(scenario: str, command: str) -> None:
+    """wait_done takes which event is done:true from the session's outcome: for every
+    scenario and command, the decoded events say the same."""
+    args = ("-y",) if command == "generate" else ()
+    session = start(command, *args, scenario=scenario, speed=1.0, ignore_faults=True)
+    try:
+        session.advance(120.0)
+        session.quit()
+        decoded = [json.loads(line) for line in session._lines]
+        assert len(decoded) >= 1
+        assert session._done == [event["done"] for event in decoded]
+        assert session.events == decoded
+    finally:
+        session.close()
