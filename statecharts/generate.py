@@ -266,8 +266,7 @@ class GenerateModel(Driver):
             gate.draft_done, gate.draft_total = self.draft_done, len(self.pages)
         elif world.wikis:
             gate.scenario = "has_wiki"
-            current = [v for v in wiki.versions(world, rt.seed) if v.is_current]
-            gate.wiki_date = (current or list(wiki.versions(world, rt.seed)))[-1].timestamp
+            gate.wiki_date = wiki.shown_date(world, rt.seed)
         else:
             gate.scenario = "empty"
         gate.next_action = _NEXT_ACTION[gate.scenario]

@@ -26,6 +26,7 @@ through the ``clock`` given.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -205,7 +206,7 @@ class FileStore:
                     index = self._read_version(wiki, versions, name, budget)
                     stamp = None if index is None else index.generated_at
                 if stamp is not None:
-                    wikis.append(WikiVersion(id=name, timestamp=stamp, current=name == current))
+                    wikis.append(_version(name, stamp, name == current))
             return wikis
         finally:
             os.close(versions)
@@ -368,3 +369,9 @@ class FileStore:
         if self._wiki is not None:
             os.close(self._wiki.fd)
             self._wiki = None
+
+
+@functools.lru_cache(maxsize=8192)
+def _version(name: str, stamp: str, current: bool) -> WikiVersion:
+    """The (frozen) entry of a version on disk: made once a process, not once a start."""
+    return WikiVersion(id=name, timestamp=stamp, current=current)

@@ -406,6 +406,17 @@ def _drawn_versions(seed: int, count: int) -> tuple[tuple[str, str], ...]:
     return tuple(drawn)
 
 
+def shown_date(world: World, seed: int) -> str:
+    """The date of the wiki generate's first event shows: the current version's (the
+    newest current one), else the newest version's. Versions on disk are not made
+    into :class:`Version` objects for it: a start reads a date from each."""
+    wikis = world.wikis
+    if all(wiki.id and wiki.timestamp for wiki in wikis):
+        return max([w.timestamp for w in wikis if w.current] or [w.timestamp for w in wikis])
+    listed = versions(world, seed)
+    return ([v for v in listed if v.is_current] or list(listed))[-1].timestamp
+
+
 def versions(world: World, seed: int) -> tuple[Version, ...]:
     """The world's wiki versions, oldest first, with drawn ids and dates where empty."""
     if all(wiki.id and wiki.timestamp for wiki in world.wikis):  # on disk: nothing to draw

@@ -9,6 +9,8 @@ import re
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.formats import ids
 from simulator.formats.ids import LEVELS
@@ -513,3 +515,26 @@ def test_catalogs_of_different_seeds_share_their_titles_and_slugs() -> None:
     assert shared  # the same page at the same place in both
     assert all(page.slug is slugs[page.slug] for page in shared)
     assert all(page.title is titles[page.title] for page in second if page.title in titles)
+
+
+_STAMPS = st.sampled_from(
+    ["", "2025-01-01T00:00:00Z", "2025-06-01T12:00:00Z", "2026-02-03T04:05:06Z"]
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["", "v-a", "v-b", "2025-01-01-000000"]), _STAMPS, st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 3),
+)
+def test_the_date_generate_shows_is_the_current_or_newest_versions(
+    given_wikis: list[tuple[str, str, bool]], seed: int
+) -> None:
+    world = World(wikis=[WikiVersion(id=i, timestamp=t, current=c) for i, t, c in given_wikis])
+    listed = wiki.versions(world, seed)
+    expected = ([v for v in listed if v.is_current] or list(listed))[-1].timestamp
+    assert wiki.shown_date(world, seed) == expected
