@@ -250,6 +250,12 @@ def entries(directory: int) -> Iterator[tuple[str, bool, bool]]:
             )
 
 
+def directories(directory: int) -> list[str]:
+    """The names of the directories in ``directory`` (not links to one)."""
+    with os.scandir(directory) as found:
+        return [entry.name for entry in found if entry.is_dir(follow_symlinks=False)]
+
+
 def remove_tree(parent: int, name: str, *, where: str = "", limit: int = 200_000) -> None:
     """Remove directory ``name`` in ``parent`` and all below it, following no link, with
     two descriptors open at most and no recursion, however deep the tree (a hostile one

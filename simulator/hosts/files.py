@@ -183,7 +183,7 @@ class FileStore:
         if versions is None:
             return []
         try:
-            listed = sorted(name for name, _, is_dir in dirfd.entries(versions) if is_dir)
+            listed = sorted(dirfd.directories(versions))
             self._listed = frozenset(listed)
             if wanted == EVERY_VERSION:
                 first = listed
@@ -201,10 +201,14 @@ class FileStore:
                         break
             wikis = []
             for name in listed:
-                stamp = dates[name] if name in dates else version_time(name)
-                if stamp is None and name not in dates:  # not an id: its wiki.json says
-                    index = self._read_version(wiki, versions, name, budget)
-                    stamp = None if index is None else index.generated_at
+                if name not in dates:
+                    entry = _dated_by_id(name, name == current)
+                    if entry is not None:
+                        wikis.append(entry)
+                        continue
+                    index = self._read_version(wiki, versions, name, budget)  # not an id
+                    dates[name] = None if index is None else index.generated_at
+                stamp = dates[name]
                 if stamp is not None:
                     wikis.append(_version(name, stamp, name == current))
             return wikis
@@ -375,3 +379,10 @@ class FileStore:
 def _version(name: str, stamp: str, current: bool) -> WikiVersion:
     """The (frozen) entry of a version on disk: made once a process, not once a start."""
     return WikiVersion(id=name, timestamp=stamp, current=current)
+
+
+@functools.lru_cache(maxsize=8192)
+def _dated_by_id(name: str, current: bool) -> WikiVersion | None:
+    """The entry of a version named by its id, dated by it; None for another name."""
+    stamp = version_time(name)
+    return None if stamp is None else _version(name, stamp, current)
