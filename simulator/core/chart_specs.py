@@ -83,6 +83,13 @@ class TransitionSpec(msgspec.Struct, frozen=True):
         return f"{key} {self.guard}" if self.guard else key
 
 
+_NAMED: dict[int, tuple[Chart, dict[tuple[int, int, int, int], Reached]]] = {}
+"""By chart (its ``id``, the chart kept beside it): the :class:`Reached` each set of
+marks names (:meth:`Chart.reached`). The commands' charts are compiled once a process
+(:func:`statecharts.load_chart`), so keeping a chart here keeps nothing that would go."""
+_NAMED_MOST = 4096
+
+
 class Chart(msgspec.Struct, frozen=True):
     """A compiled chart: its states, commands and the machine shared by its sessions.
 
@@ -126,7 +133,24 @@ class Chart(msgspec.Struct, frozen=True):
     def reached(
         self, states: int = 0, transitions: int = 0, gates: int = 0, failures: int = 0
     ) -> Reached:
-        """The names of what the bit masks mark (bit ``i`` is item ``i`` in chart order)."""
+        """The names of what the bit masks mark (bit ``i`` is item ``i`` in chart order).
+
+        Sessions of one chart reach the same few sets of marks over and over (a journal
+        asks at each event that reached something new): each is named once a process,
+        for up to :data:`_NAMED_MOST` sets a chart."""
+        masks = (states, transitions, gates, failures)
+        chart, named = _NAMED.get(id(self), (None, {}))
+        if chart is not self:  # (a chart gone and another at its address: anew)
+            named = {}
+            _NAMED[id(self)] = (self, named)
+        found = named.get(masks)
+        if found is None:
+            if len(named) >= _NAMED_MOST:
+                named.clear()
+            found = named[masks] = self._name(*masks)
+        return found
+
+    def _name(self, states: int, transitions: int, gates: int, failures: int) -> Reached:
         return Reached(
             self.name,
             frozenset(name for name, bit in self.state_bits.items() if states & bit),

@@ -130,9 +130,9 @@ class Project(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return self.pages if isinstance(self.pages, int) else len(self.pages)
 
 
+# Frozen: one made for a version on disk is shared by every session that lists it.
 class WikiVersion(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """A wiki generated earlier; ``id`` and ``timestamp`` are drawn when left empty.
-    Frozen: one made for a version on disk is shared by every session that lists it."""
+    """A wiki generated earlier; ``id`` and ``timestamp`` are drawn when left empty."""
 
     id: str = ""
     timestamp: str = ""
