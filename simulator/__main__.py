@@ -5,7 +5,9 @@ anything else (:mod:`simulator.signals`), then runs the command line
 (:func:`simulator.cli.main`) and gives its exit code. When ``ZREAD_SIM_SERVER`` names
 a warm server (``zread-sim serve``), the command is handed to it instead
 (:mod:`simulator.launcher`, which imports nothing heavier than ``_socket``), and the
-command line is imported only when there is none to run it.
+command line is imported only when there is none to run it; when it is unset and
+``ZREAD_SIM_WARM`` is set (a ``zread`` installed with ``--warm``), the same with the
+user's own warm server, started first when none runs (:mod:`simulator.warmlaunch`).
 
 The garbage collector is off while the command line is imported, and what the imports
 made is then frozen out of its reach (``gc.freeze``): start-up creates tens of thousands
@@ -27,12 +29,17 @@ def main() -> int:
     import os  # loaded by the interpreter's own start-up: costs nothing
 
     server = os.environ.get("ZREAD_SIM_SERVER")
+    code = None
     if server:
         from simulator.launcher import hand_over
 
         code = hand_over(server)
-        if code is not None:
-            return code
+    elif server is None and os.environ.get("ZREAD_SIM_WARM"):  # set, even empty: not warm
+        from simulator.warmlaunch import hand_over_warm
+
+        code = hand_over_warm(os.environ["ZREAD_SIM_WARM"])
+    if code is not None:
+        return code
     try:
         gc.disable()
         try:

@@ -1,8 +1,9 @@
 """The warm server: one process with everything imported, forking a child per ``zread``.
 
-Owns: ``zread-sim serve`` (:func:`main`, its command line), a server's life
-(:func:`serve`: listen, warm up, serve until stopped) and the loop
-(:class:`WarmServer`), one thread on a selector. Its socket is
+Owns: the loop (:class:`WarmServer`), one thread on a selector. ``zread-sim serve``
+and a server's life (warm up, listen, serve until stopped) are
+:mod:`simulator.servecommand`'s, its own ends (idle, package changed) are
+:mod:`simulator.warmwatch`'s. Its socket is
 :mod:`simulator.warmsocket`'s, its warm-up :mod:`simulator.warmup`'s, the launcher's
 side and the wire format :mod:`simulator.launcher`'s, what a child does
 :mod:`simulator.warmchild`'s; starting a server for a test session is
@@ -42,6 +43,13 @@ take the loop's whole state as arguments.
   spare whose fork fails (EAGAIN at the process limit, ENOMEM), and a launch that finds
   no spare and cannot have one forked is closed at once (its launcher runs the command
   itself).
+- **Its own ends** (:mod:`simulator.warmwatch`): with ``--idle SECONDS``, the server
+  stops once no launch has run or been read for that long; with ``--until-changed``,
+  once the package's files are not what they were when it warmed up (looked at before
+  each launch is answered, and every second), it answers that launch ``refused``
+  (it runs by itself), and, as when its socket's path no longer names its socket, it
+  stops listening (its socket removed, its spare buried), lets the runs going end,
+  and stops. The socket is made only once the server is warm.
 - **Its starter gone**: with ``--stop-at-eof`` (what :mod:`simulator.tools.serve` asks
   for), the end of stdin is a stop: a test session killed hard leaves no server behind.
 
@@ -51,23 +59,21 @@ launcher's request before it is whole (a slow peer never blocks the others).
 
 from __future__ import annotations
 
-import argparse
 import array
 import contextlib
 import os
 import selectors
 import signal
 import socket
-import stat
 import struct
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
 from simulator import launcher, warmpeer
-from simulator.warmsocket import ServeError, listen, passed_fds, remove
-from simulator.warmup import die_with_parent, load_libc, rehearse, warm_up
+from simulator.warmsocket import passed_fds, remove
+from simulator.warmup import die_with_parent, load_libc, rehearse
+from simulator.warmwatch import Watch
 
 MAX_REQUEST = 16 << 20
 """The largest request a launcher may send (its arguments and environment)."""
@@ -142,14 +148,6 @@ def _fork(theirs: socket.socket, ahead: bool) -> int:
     return pid
 
 
-def _pipe_or_socket(fd: int) -> bool:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
 def _fds(launch: _Launch) -> array.array[int]:
     """What a spare is given: the launcher's three streams and working directory, then
     the connection itself (the child says its exit code on it, before its exit is reaped)."""
@@ -161,13 +159,22 @@ class WarmServer:
     """The loop: accept launchers, fork children, relay signals, report statuses."""
 
     def __init__(
-        self, listener: socket.socket, warn: Callable[[str], None], *, stop_at_eof: bool = False
+        self,
+        listener: socket.socket | None,
+        warn: Callable[[str], None],
+        *,
+        stop_at_eof: bool = False,
+        watch: Watch | None = None,
     ) -> None:
-        self._listener = listener
+        self._listener: socket.socket | None = listener
+        self._watch = watch
+        """Its own ends (idle, its package changed, its socket gone): None, none."""
         self._warn = warn
         self._stop_at_eof = stop_at_eof
         self._selector = selectors.DefaultSelector()
         self._stopping = False
+        self._retired = False
+        """No longer listening: the launches running end, then so does the server."""
         self._wake = -1
         self._spare: _Spare | None = None
         self._launches: dict[int, _Launch] = {}
@@ -178,6 +185,11 @@ class WarmServer:
         """A fd held for the moment the others run out (see the module docstring)."""
         self._respawn_pause = 0.0
         self._respawn_at: float | None = None
+
+    def attach(self, listener: socket.socket, watch: Watch | None = None) -> None:
+        """Serve on ``listener``, made once the server is warm (a server made before it
+        listens catches its stops from the start); ``watch``: its own ends."""
+        self._listener, self._watch = listener, watch
 
     def catch_stop(self) -> None:
         """From now on SIGTERM, SIGINT and SIGHUP stop the server (at its next turn)."""
@@ -193,7 +205,8 @@ class WarmServer:
         self._wake = wake_read
         signal.set_wakeup_fd(wake_write)
         self.catch_stop()
-        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        if self._listener is not None:
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._selector.register(wake_read, selectors.EVENT_READ, "wake")
         if self._stop_at_eof:
             self._selector.register(0, selectors.EVENT_READ, "stdin")
@@ -242,17 +255,49 @@ class WarmServer:
         moments = [launch.deadline for launch in self._pending]
         if self._respawn_at is not None:
             moments.append(self._respawn_at)
+        watched = self._watch.deadline(self._busy()) if self._watch else None
+        if watched is not None and not self._retired:
+            moments.append(watched)
         return max(0.0, min(moments) - time.monotonic()) if moments else None
 
     def _on_time(self) -> None:
-        """Close the connections past their deadline; fork a spare whose pause is over."""
+        """Close the connections past their deadline; fork a spare whose pause is over;
+        end the server when its watch says so (:meth:`_watched`)."""
         now = time.monotonic()
         for launch in [launch for launch in self._pending if launch.deadline <= now]:
             self._close(launch)
         if self._respawn_at is not None and self._respawn_at <= now:
             self._respawn_at = None
-            if self._spare is None and not self._stopping:
+            if self._spare is None and not self._stopping and not self._retired:
                 self._fork_ahead()
+        self._watched(now)
+
+    def _busy(self) -> bool:
+        return bool(self._launches or self._pending)
+
+    def _watched(self, now: float) -> None:
+        """Idle too long: stop. The package changed or the socket gone: listen no more,
+        and stop once the launches running have ended."""
+        if self._watch is not None and not self._retired:
+            why = self._watch.ended(now, self._busy())
+            if why:
+                self._retire()
+        if self._retired and not self._busy():
+            self._stopping = True
+
+    def _retire(self) -> None:
+        """Stop listening (the socket removed, if still this server's): a launcher
+        finds none, and starts or finds another; the spare is buried."""
+        self._retired = True
+        if self._listener is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+        if self._watch is not None and self._watch.socket_path:
+            remove(self._watch.socket_path, None, self._watch.socket_inode)
+        if self._spare is not None:
+            self._bury(self._spare)
 
     def _read_stdin(self) -> None:
         """``--stop-at-eof``: the end of stdin (its starter gone) stops the server; what
@@ -270,7 +315,7 @@ class WarmServer:
     def _respawn(self, dead: _Spare) -> None:
         """Another spare for ``dead``: at once, unless spares die as soon as they are
         forked (then after a pause that doubles each time)."""
-        if self._stopping:
+        if self._stopping or self._retired:
             return
         if time.monotonic() - dead.forked >= 1.0:
             self._respawn_pause = 0.0
@@ -293,6 +338,8 @@ class WarmServer:
         self._respawn_at = time.monotonic() + self._respawn_pause
 
     def _accept(self) -> None:
+        if self._listener is None:  # retired earlier in this turn
+            return
         try:
             conn, _ = self._listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -314,10 +361,15 @@ class WarmServer:
             conn.close()
             return
         carried = warmpeer.settings(pid)
-        if carried is None:  # its run would not be the client's: it runs by itself
+        stale = self._watch is not None and self._watch.looked()
+        if carried is None or stale:  # its run would not be the client's: it runs by itself
             _Launch(conn, pid).reply(b"refused")
             conn.close()
+            if stale:  # not one launch more on what the package was
+                self._retire()
             return
+        if self._watch is not None:
+            self._watch.active(time.monotonic())
         launch = _Launch(conn, pid, carried)
         launch.reply(b"go")  # its request and descriptors come now
         self._selector.register(conn, selectors.EVENT_READ, launch)
@@ -334,8 +386,9 @@ class WarmServer:
         if self._reserve >= 0:
             os.close(self._reserve)
         with contextlib.suppress(OSError):
-            conn, _ = self._listener.accept()
-            conn.close()
+            if self._listener is not None:
+                conn, _ = self._listener.accept()
+                conn.close()
         try:
             self._reserve = os.open(os.devnull, os.O_RDONLY)
         except OSError:  # the whole system is out of them: the next shed has none
@@ -474,7 +527,10 @@ class WarmServer:
         del self._launches[launch.pid]
         launch.reply(b"exit %d" % code if code >= 0 else b"signal %d" % -code)
         self._close(launch)
-        if self._spare is None and not self._stopping and self._respawn_at is None:
+        if self._watch is not None:
+            self._watch.active(time.monotonic())
+        idle = not self._stopping and not self._retired and self._respawn_at is None
+        if self._spare is None and idle:
             self._fork_ahead()
 
     def _close(self, launch: _Launch) -> None:
@@ -497,98 +553,3 @@ class WarmServer:
         for key in list(self._selector.get_map().values()):
             if isinstance(key.data, _Launch):
                 self._close(key.data)
-
-
-def serve(
-    path: str | None,
-    *,
-    ready: Callable[[str], None],
-    warn: Callable[[str], None],
-    stop_at_eof: bool = False,
-) -> int:
-    """Listen at ``path`` (a private folder of its own when None), warm up, say
-    ``ready(socket path)``, and serve until stopped (or, ``stop_at_eof``, until stdin
-    ends); the exit code."""
-    listener, where, made = listen(path)
-    try:
-        server = WarmServer(listener, warn, stop_at_eof=stop_at_eof)
-        server.catch_stop()
-        scratch = tempfile.mkdtemp(prefix="zread-sim-warm-")
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the runs must not take them
-        try:
-            warm_up(scratch)
-        finally:
-            import shutil
-
-            shutil.rmtree(scratch, ignore_errors=True)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held stops now
-        ready(where)
-        server.serve()
-    finally:
-        listener.close()
-        remove(where, made)
-    return 0
-
-
-# -- the command line -------------------------------------------------------------------------
-
-PROG = "zread-sim serve"
-
-
-def _parser() -> argparse.ArgumentParser:
-    from simulator.tools.arguments import raising
-
-    parser = raising(ServeError)(
-        prog=PROG,
-        description="Serve zread launches from one warm process: a zread started with "
-        f"{launcher.VARIABLE} set to the socket this prints runs in a child forked from "
-        "it, on its own standard streams, in a fraction of a process's start-up.",
-    )
-    parser.add_argument(
-        "--socket",
-        metavar="PATH",
-        help="the socket to listen on; its folder must be yours and 0700 "
-        "(default: zread.sock in a private folder made for it)",
-    )
-    parser.add_argument(
-        "--stop-at-eof",
-        action="store_true",
-        help="stop when standard input (a pipe or a socket) ends: a server started by "
-        "another program then ends with it",
-    )
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """``zread-sim serve [--socket PATH]``: serve until stopped; the exit code (2: a
-    bad argument or socket)."""
-    try:
-        args = _parser().parse_args(argv)
-    except ServeError as refused:
-        sys.stderr.write(f"{PROG}: {refused}\n")
-        return 2
-    except SystemExit as exit_:  # --help
-        return exit_.code if isinstance(exit_.code, int) else 0
-    if args.stop_at_eof and not _pipe_or_socket(0):  # /dev/null or a file: at its end at once
-        sys.stderr.write(f"{PROG}: --stop-at-eof needs a pipe or a socket on stdin\n")
-        return 2
-
-    def ready(path: str) -> None:
-        sys.stdout.write(f"{launcher.VARIABLE}={path}\n")
-        sys.stdout.flush()
-        devnull = os.open(os.devnull, os.O_WRONLY)  # a reader waiting for the end gets it
-        os.dup2(devnull, 1)
-        os.close(devnull)
-
-    def warn(line: str) -> None:
-        sys.stderr.write(f"{PROG}: {line}\n")
-        sys.stderr.flush()
-
-    try:
-        return serve(args.socket, ready=ready, warn=warn, stop_at_eof=args.stop_at_eof)
-    except ServeError as error:
-        warn(str(error).removeprefix("serve: "))
-        return 2
-    except Exception as error:  # the simulator's own bug: one line
-        warn(f"internal error: {type(error).__name__}: {error}")
-        return 70

@@ -1,8 +1,10 @@
 """The warm server's socket: a private folder, a socket only its uid can reach.
 
 Owns: :func:`listen` (the socket ``zread-sim serve`` listens on, and the folder made for
-it), the checks on a folder given with ``--socket`` and on what is already at its path,
-:func:`remove` (what stopping leaves behind: nothing), and :func:`passed_fds` (the
+it), the checks on a folder given with ``--socket`` and on what is already at its path
+(also made early, :func:`check`, before a server warms up), :func:`remove` (what
+stopping leaves behind: nothing; a socket someone else has bound at the path since is
+left alone, :func:`identity`), and :func:`passed_fds` (the
 descriptors a message carried, read the same way by the server and its children). The
 socket is ``zread.sock`` in a folder made by ``tempfile.mkdtemp`` (0700), or the path
 ``--socket`` gives, whose folder must exist, be this uid's and grant nothing to group
@@ -85,9 +87,30 @@ def _clear_stale(path: str) -> None:
         probe.close()
 
 
-def remove(path: str, made: str | None) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+def check(path: str | None) -> None:
+    """Refuse now what :func:`listen` would refuse later (a folder open to others, a
+    live server at ``path``): a server warms up only where it can listen."""
+    if path is not None:
+        path = os.path.abspath(path)
+        _check_folder(os.path.dirname(path))
+        _clear_stale(path)
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` names (device, inode), not following a link; None: none."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def remove(path: str, made: str | None, bound: tuple[int, int] | None = None) -> None:
+    """Remove the socket at ``path`` (only if it is still the one bound, ``bound``'s
+    identity, when given) and the folder made for it."""
+    if bound is None or identity(path) == bound:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     if made is not None:
         import shutil
 

@@ -1,4 +1,4 @@
-"""Tests for simulator.warmserver: the command line of ``serve`` and the loop, with real
+"""Tests for simulator.warmserver: the loop, with real
 processes and a real socket: a bad request, a launcher gone, a stop with a child running,
 a server that cannot fork, a spare that dies as its launch comes."""
 
@@ -32,33 +32,6 @@ from simulator.warmserver import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_serve_in_a_folder_open_to_others_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    tmp_path.chmod(0o755)
-    done = subprocess.run(
-        [sys.executable, "-m", "simulator", "serve", "--socket", str(tmp_path / "z.sock")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("zread-sim serve: --socket folder ")
-    assert done.stderr.count("\n") == 1
-
-
-def test_stop_at_eof_without_a_pipe_on_stdin_is_one_line_and_exit_2() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "simulator", "serve", "--stop-at-eof"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,  # at its end at once: never what a starter means
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "zread-sim serve: --stop-at-eof needs a pipe or a socket on stdin\n"
-
-
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
 
@@ -76,30 +49,6 @@ def _version(path: str) -> subprocess.CompletedProcess[bytes]:
 
 def _fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def test_without_stop_at_eof_the_end_of_stdin_is_not_a_stop() -> None:
-    stdin, starter = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simulator", "serve"],
-        cwd=ROOT,
-        env=_clean_env(),
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        os.close(stdin)
-        assert proc.stdout is not None
-        path = proc.stdout.readline().decode().strip().partition("=")[2]
-        os.close(starter)  # its stdin ends (a user's terminal closed, say): it serves on
-        done = _version(path)
-        assert done.returncode == 0 and json.loads(done.stdout)["done"] is True
-        assert proc.poll() is None and Path(path).exists()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert (proc.returncode, err) == (0, b"")
 
 
 def test_garbage_is_dropped_and_the_server_serves_on() -> None:
@@ -279,7 +228,7 @@ _NO_FORK = {  # (AUDIT_ARCH_*, clone, clone3, fork, vfork); none: a number no ca
 
 NO_FORK_SERVER = """
 import ctypes, errno, platform, struct, sys
-from simulator import launcher, warmserver
+from simulator import launcher, servecommand
 
 def no_fork():
     # A seccomp filter: from now on fork fails in this process as at the process limit
@@ -308,7 +257,7 @@ def ready(path):
 def warn(line):
     print(line, file=sys.stderr, flush=True)
 
-sys.exit(warmserver.serve(None, ready=ready, warn=warn))
+sys.exit(servecommand.serve(None, ready=ready, warn=warn))
 """.replace("TABLE", repr(_NO_FORK))
 
 
@@ -387,33 +336,3 @@ def test_a_spare_that_dies_in_the_turn_of_its_launch_is_buried_once_and_forked_a
         ours.close()
         listener.close()
         server._selector.close()
-
-
-def test_a_stop_during_the_warm_up_stops_the_server() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZREAD_SIM_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simulator", "serve"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        term = 1 << (signal.SIGTERM - 1)
-        status = Path(f"/proc/{proc.pid}/status")
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
-            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines())
-            if int(fields["SigBlk"], 16) & term:  # held off: the warm-up's runs are on
-                break
-        else:
-            pytest.fail("the server never held SIGTERM off while it warmed up")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert (proc.returncode, err) == (0, b"")
-    path = out.decode().strip().partition("=")[2]
-    assert not path or not Path(path).exists()

@@ -108,6 +108,32 @@ def _scenarios(args: argparse.Namespace, out: BinaryIO) -> int:
 # -- install --------------------------------------------------------------------------------
 
 
+def _install_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="the folder to write zread in")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="start a warm server of your own at the first run, which serves every later "
+        "one and ends by itself (docs/serve.md)",
+    )
+    parser.add_argument(
+        "--warm-idle",
+        metavar="SECONDS",
+        type=_idle_seconds,
+        help="with --warm: the server ends once no run came for SECONDS (default: 60)",
+    )
+
+
+def _idle_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _install(args: argparse.Namespace, out: BinaryIO) -> int:
     from pathlib import Path
 
@@ -115,7 +141,16 @@ def _install(args: argparse.Namespace, out: BinaryIO) -> int:
     from simulator.launcher import VARIABLE
 
     variables = baked(args)
-    if os.environ.get(VARIABLE):  # a warm server runs: the script hands its runs to it
+    warm = getattr(args, "warm", False)
+    idle = getattr(args, "warm_idle", None)
+    if idle is not None and not warm:
+        raise UsageError("install: --warm-idle needs --warm")
+    if warm:  # its own server, found or started at each run
+        from simulator.warmlaunch import DEFAULT_IDLE
+        from simulator.warmlaunch import VARIABLE as WARM
+
+        variables[WARM] = format(DEFAULT_IDLE if idle is None else idle, "g")
+    elif os.environ.get(VARIABLE):  # a warm server runs: the script hands its runs to it
         variables.setdefault(VARIABLE, os.environ[VARIABLE])
     folder = Path(args.dir).absolute()
     made = not folder.exists()
@@ -172,9 +207,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         help="Write an executable DIR/zread that runs this simulator with the options given\n"
         "here baked in as defaults: a ZREAD_SIM_* variable set when it runs overrides a baked\n"
         "option, and a flag on its command line overrides both. It needs no variable, so a\n"
-        "client that strips its child's environment is steered anyway.",
-        usage="install DIR",
-        arguments=_one("dir", "the folder to write zread in"),
+        "client that strips its child's environment is steered anyway. With --warm, its first\n"
+        "run starts a warm server of your own (a private folder, a socket only you can\n"
+        "reach), which serves the runs after it and ends by itself once idle or once the\n"
+        "installed package changes.",
+        usage="install DIR [--warm [--warm-idle SECONDS]]",
+        arguments=_install_arguments,
         run=_install,
         bakes_options=True,
     ),
@@ -223,7 +261,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "serve": _tool(
         "Serve zread launches from one warm process (see: serve --help)",
-        "simulator.warmserver",
+        "simulator.servecommand",
     ),
     "scenarios": Subcommand(
         "List the built-in scenarios, or show one",
