@@ -31,6 +31,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -144,6 +145,7 @@ def _run(
         setattr(sys, f"__{name}__", getattr(sys, name))
     os.environb.clear()
     os.environb.update(environ)
+    time.tzset()  # the launcher's TZ: its local time, not the server's
     sys.argv = [os.fsdecode(arg) for arg in argv]
     os.umask(umask)
     launcher.set_launched_pid(launcher_pid)

@@ -115,9 +115,9 @@ def _own() -> tuple[object, ...] | None:
         return None
 
 
-@functools.cache
 def _own_settings() -> tuple[list[tuple[int, int]], int, set[int]]:
-    """This server's limits, nice value and CPUs, read once."""
+    """This server's limits, nice value and CPUs, as they are now (``prlimit`` may have
+    changed them since it started: read at each launch, a few system calls)."""
     limits = [resource.getrlimit(which) for which in LIMITS]
     return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0)
 

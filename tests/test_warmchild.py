@@ -96,6 +96,23 @@ def test_the_child_runs_with_the_launchers_environment(
     assert outputs[0] == outputs[1] != outputs[2]
 
 
+@pytest.mark.parametrize("zone", ["UTC-9", "UTC+5"])
+def test_the_child_keeps_the_launchers_local_time(
+    server: ServerProcess, tmp_path: Path, zone: str
+) -> None:
+    """A version is named by local time: the launcher's zone, not the server's."""
+    import datetime as dt
+
+    hours = -int(zone[3:])  # POSIX: UTC-9 is nine hours ahead of UTC
+    proc = served(server, tmp_path, "generate", "--stdio", "-y", TZ=zone, ZREAD_SIM_SPEED="0")
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    (name,) = os.listdir(tmp_path / ".zread" / "wiki" / "versions")
+    named = dt.datetime.strptime(name, "%Y-%m-%d-%H%M%S")
+    local = dt.datetime.now(dt.timezone(dt.timedelta(hours=hours))).replace(tzinfo=None)
+    assert abs((local - named).total_seconds()) < 120
+
+
 def test_a_working_directory_gone_is_the_same_served_or_cold(
     server: ServerProcess, tmp_path: Path
 ) -> None:

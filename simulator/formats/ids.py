@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import time
 from collections.abc import Callable, Container
 from typing import Final
 
@@ -54,11 +55,21 @@ def version_id(local: dt.datetime) -> str:
     return local.strftime(_VERSION_ID_FORMAT)
 
 
-@functools.lru_cache(maxsize=8192)
+def local_zone() -> tuple[int, int, tuple[str, str]]:
+    """The local time zone in effect (as the last ``time.tzset`` read ``TZ``): the key
+    of what is kept of a local time's conversion."""
+    return time.timezone, time.altzone, time.tzname
+
+
 def version_time(name: str) -> str | None:
     """The UTC time a version id names (its local time), as Go writes it to the second;
-    None when ``name`` is not a version id. Kept: each start of a session in a project
-    dates the same versions again."""
+    None when ``name`` is not a version id. Kept, by zone: each start of a session in a
+    project dates the same versions again."""
+    return _version_time(name, local_zone())
+
+
+@functools.lru_cache(maxsize=8192)
+def _version_time(name: str, zone: tuple[int, int, tuple[str, str]]) -> str | None:
     digits = name[:4] + name[5:7] + name[8:10] + name[11:]
     if len(name) != 17 or name[4] + name[7] + name[10] != "---" or not digits.isascii():
         return None

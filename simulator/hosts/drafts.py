@@ -35,7 +35,7 @@ from pathlib import Path
 from simulator.formats import wiki as wf
 from simulator.formats.bounds import LIMITS, FormatError
 from simulator.formats.ids import next_version_id
-from simulator.hosts import dirfd
+from simulator.hosts import dirfd, limits
 from simulator.hosts.dirfd import FilesError
 
 DRAFTS = "drafts"
@@ -202,7 +202,7 @@ def _claim_id(wiki: Wiki, now: dt.datetime, listed: frozenset[str]) -> tuple[str
     claims = {name.removeprefix(_CLAIM) for name, _, _ in dirfd.entries(wiki.fd)}
     versions = dirfd.open_dir(wiki.fd, "versions", wiki.where("versions"))
     try:
-        taken = _Taken(claims | listed, versions)
+        taken = _Taken(claims | listed, versions, wiki.where("versions"))
         skip = 0
         while True:
             wiki_id = next_version_id(now, taken, skip)
@@ -224,10 +224,10 @@ class _Taken:
     version the run's start listed), or a version's made since (looked up on disk one
     id at a time, not listed: a project's past does not slow a run)."""
 
-    __slots__ = ("claims", "versions")
+    __slots__ = ("claims", "versions", "where")
 
-    def __init__(self, claims: set[str], versions: int | None) -> None:
-        self.claims, self.versions = claims, versions
+    def __init__(self, claims: set[str], versions: int | None, where: str = "versions") -> None:
+        self.claims, self.versions, self.where = claims, versions, where
 
     def __contains__(self, wiki_id: object) -> bool:
         if wiki_id in self.claims:
@@ -238,8 +238,9 @@ class _Taken:
             os.stat(wiki_id, dir_fd=self.versions, follow_symlinks=False)
         except FileNotFoundError:
             return False
-        except OSError:  # unreadable: taken, to be safe
-            return True
+        except OSError as error:  # not "taken": every id would be, and the walk endless
+            limits.reraise(error)
+            raise FilesError(f"{self.where}: cannot look up {wiki_id}: {error.strerror}") from None
         return True
 
 

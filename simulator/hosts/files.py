@@ -46,7 +46,7 @@ from simulator.core.effects import (
 )
 from simulator.formats import wiki as wf
 from simulator.formats.bounds import LIMITS, FormatError, in_words
-from simulator.formats.ids import go_time, is_plain_name, version_time
+from simulator.formats.ids import go_time, is_plain_name, local_zone, version_time
 from simulator.hosts import dirfd, drafts, limits
 from simulator.hosts.dirfd import FilesError
 from simulator.hosts.disksite import WIKI_PATH, DiskSite
@@ -199,10 +199,10 @@ class FileStore:
                     dates[name] = None if index is None else index.generated_at
                     if index is not None and wanted != EVERY_VERSION:
                         break
-            wikis = []
+            wikis, zone = [], local_zone()
             for name in listed:
                 if name not in dates:
-                    entry = _dated_by_id(name, name == current)
+                    entry = _dated_by_id(name, name == current, zone)
                     if entry is not None:
                         wikis.append(entry)
                         continue
@@ -382,7 +382,8 @@ def _version(name: str, stamp: str, current: bool) -> WikiVersion:
 
 
 @functools.lru_cache(maxsize=8192)
-def _dated_by_id(name: str, current: bool) -> WikiVersion | None:
-    """The entry of a version named by its id, dated by it; None for another name."""
+def _dated_by_id(name: str, current: bool, zone: object) -> WikiVersion | None:
+    """The entry of a version named by its id, dated by it in the local ``zone``
+    (:func:`~simulator.formats.ids.local_zone`); None for another name."""
     stamp = version_time(name)
     return None if stamp is None else _version(name, stamp, current)

@@ -1,6 +1,7 @@
 """End-to-end: the simulator under a real ``ulimit -n``, from 5 (about the fewest the
-interpreter starts with) to 12, cold (no warm server: its child would not have the
-limit).
+interpreter starts with) to 12, run cold: the descriptors at stake are those of the
+process's own start-up, which a served child (it takes the launcher's limits too) never
+opens.
 
 At each limit a run does what it does with no limit, or it ends with one line on
 stderr naming what ran out, what it was doing and the limit, exit 2, no traceback; what

@@ -204,6 +204,20 @@ def test_version_time_is_the_ids_local_time_in_utc() -> None:
     assert version_time(version_id(local)) == expected
 
 
+def test_version_time_follows_a_change_of_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    name = "2026-04-06-130213"
+    seen = []
+    for zone in ("UTC-9", "UTC+5", "UTC-9"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        seen.append(version_time(name))
+    monkeypatch.undo()
+    time.tzset()
+    assert seen == ["2026-04-06T04:02:13Z", "2026-04-06T18:02:13Z", "2026-04-06T04:02:13Z"]
+
+
 @pytest.mark.parametrize(
     "name",
     [

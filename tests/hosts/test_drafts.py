@@ -94,3 +94,16 @@ def test_a_new_start_removes_drafts_and_claims_nobody_holds(wiki: drafts.Wiki) -
     assert names(wiki.path) == [".draft-2026-04-06-140213", "drafts"]
     assert names(wiki.path / "drafts") == []  # the stale draft's pages went
     later.close()
+
+
+def test_an_id_that_cannot_be_looked_up_is_an_error_not_taken(tmp_path: Path) -> None:
+    """Were every id taken when the lookup fails, the walk for a free one never ends."""
+    (tmp_path / "versions").write_text("")  # not a folder: each lookup fails (ENOTDIR)
+    fd = os.open(tmp_path / "versions", os.O_RDONLY)
+    try:
+        taken = drafts._Taken({"20260406-130213"}, fd, "wiki/versions")
+        assert "20260406-130213" in taken  # a claim needs no lookup
+        with pytest.raises(FilesError, match="wiki/versions: cannot look up 20260406-130214"):
+            _ = "20260406-130214" in taken
+    finally:
+        os.close(fd)
