@@ -63,6 +63,7 @@ from simulator.core.coverage import Reached
 from simulator.core.entries import JournalEntry
 from simulator.core.secrets import Secrets
 from simulator.errors import ConfigurationError
+from simulator.hosts import limits
 from simulator.regularfile import APPEND, NotRegularFile, open_regular
 
 
@@ -207,6 +208,7 @@ class JournalWriter:
         except NotRegularFile as err:
             raise JournalError(str(err)) from None
         except OSError as err:
+            limits.reraise(err)  # out of descriptors: the machine's, said as such
             raise JournalError(f"journal {path}: {err.strerror or err}") from None
         if pid is None:  # the process the client started (a warm server's: its launcher)
             from simulator.launcher import launched_pid

@@ -30,6 +30,7 @@ import stat
 from collections.abc import Collection
 from pathlib import Path
 
+from simulator.hosts import limits
 from simulator.hosts.dirfd import TEMP_SUFFIX, FilesError
 
 _WAY = {"project": (".zread", "wiki"), "home": (".zread",)}
@@ -65,6 +66,7 @@ def check_folder(path: Path, what: str) -> None:
     except FileNotFoundError:
         raise FilesError(f"{what} {path}: no such folder; zread-sim creates none") from None
     except OSError as err:
+        limits.reraise(err)  # out of memory says nothing of the folder
         raise FilesError(f"{what} {path}: {err.strerror or err}") from None
     if not stat.S_ISDIR(mode):
         raise FilesError(f"{what} {path}: not a folder")
@@ -82,6 +84,7 @@ def check_writable(path: Path, what: str) -> None:
     try:
         os.close(os.open(deepest, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600))
     except OSError as err:
+        limits.reraise(err)  # out of descriptors: not an unwritable folder
         if err.errno not in _NO_TMPFILE:
             raise _unwritable(path, what, f"creating a file in {deepest}", err) from None
         _probe_with_a_folder(path, what, deepest)

@@ -12,6 +12,7 @@ Must not: draw random numbers, read the clock, or write anything.
 # No `from __future__ import annotations` here: msgspec resolves these Structs'
 # annotations when a scenario is first loaded, and each one left a string costs a
 # compile and an eval at start-up.
+import errno
 import functools
 import os
 import tomllib
@@ -94,6 +95,11 @@ def _is_path(ref: str) -> bool:
     return ref.endswith(".toml") or "/" in ref or os.sep in ref
 
 
+_EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+"""Out of descriptors or memory: no answer about the file (as
+:func:`simulator.hosts.limits.exhausted`, which a scenario may not import)."""
+
+
 def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
     """Parse a scenario reference: a built-in name, or a path ending in .toml."""
     if _is_path(ref):
@@ -106,6 +112,8 @@ def _read(ref: str, base: str | None) -> tuple[str, dict[str, Any]]:
             check_size(data, "scenario", f"scenario {ref}")
             text = data.decode("utf-8")
         except OSError as err:
+            if err.errno in _EXHAUSTED:  # the machine's, which the command line says as such
+                raise
             raise ScenarioError(f"scenario {ref}: cannot read: {err.strerror}") from None
         except UnicodeDecodeError as err:
             raise ScenarioError(f"scenario {ref}: not UTF-8: {err.reason}") from None

@@ -46,6 +46,7 @@ from simulator.formats.bounds import (
     check_size,
     in_words,
 )
+from simulator.hosts import limits
 from simulator.regularfile import REPLACE, NotRegularFile, open_regular, read_regular, refusal
 
 CASSETTE_FORMAT: Final = "zread-sim-cassette"
@@ -196,6 +197,7 @@ def write_cassette(out: Path, cassette: Mapping[str, Any]) -> None:
         with open(fd, "w", encoding="utf-8") as file:
             file.write(dumps(cassette))
     except OSError as exc:
+        limits.reraise(exc)  # out of descriptors: the machine's, said as such
         raise RecordError(f"--out {out}: cannot write the cassette ({exc.strerror})") from None
     except NotRegularFile as exc:
         raise RecordError(str(exc)) from None
@@ -219,6 +221,7 @@ def _read_json(path: Path) -> Any:
         check_json_nesting(data, str(path))
         return decode_json(data)
     except OSError as exc:
+        limits.reraise(exc)
         raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
     except (FormatError, NotRegularFile) as exc:
         raise RecordError(str(exc)) from None

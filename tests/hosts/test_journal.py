@@ -4,6 +4,7 @@ is said once and journaling stops."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -348,3 +349,19 @@ def test_a_flush_writes_what_is_held_and_goes_on_holding(tmp_path: Path) -> None
     assert len(records(path)) == 1  # still held
     journal.release()
     assert len(records(path)) == 2
+
+
+def test_out_of_descriptors_opening_it_is_raised_not_a_journal_error(tmp_path: Path) -> None:
+    from tests.e2e.helpers import run_starved
+
+    done = run_starved(
+        "from simulator.core.secrets import Secrets\n"
+        "from simulator.hosts.journal import JournalWriter",
+        "try:\n"
+        f"    JournalWriter.open({str(tmp_path / 'j')!r}, warn=print, pid=1, secrets=Secrets())\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, getattr(err, 'errno', None))\n",
+        spare=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"OSError {errno.EMFILE}\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -82,3 +83,18 @@ def test_home_from_the_environment_may_be_missing_unless_it_is_written(tmp_path:
     with pytest.raises(FilesError, match=r"^home .*gone: no such folder"):
         check_places(home, None, (), home_named=True)  # named: a typo
     assert os.listdir(tmp_path) == []
+
+
+def test_out_of_descriptors_is_raised_not_called_an_unwritable_folder(tmp_path: Path) -> None:
+    from tests.e2e.helpers import run_starved
+
+    done = run_starved(
+        "from pathlib import Path\nfrom simulator.hosts.places import check_writable",
+        "try:\n"
+        f"    check_writable(Path({str(tmp_path)!r}), 'home')\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, getattr(err, 'errno', None))\n",
+        spare=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"OSError {errno.EMFILE}\n"  # not FilesError: the folder is fine

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import tomllib
 from pathlib import Path
 
@@ -426,3 +427,22 @@ def test_a_bad_http_fault_in_a_parent_names_the_file_passed(tmp_path: Path) -> N
     write(tmp_path / "parent.toml", "[[faults.http]]\nstatus = 1\n")
     child = write(tmp_path / "child.toml", 'extends = "parent.toml"\n')
     assert refusal(child).startswith(f"scenario {child}: faults.http[0]: status must be")
+
+
+def test_out_of_descriptors_reading_a_scenario_file_is_raised_not_a_scenario_error(
+    tmp_path: Path,
+) -> None:
+    from tests.e2e.helpers import run_starved
+
+    (tmp_path / "s.toml").write_text('name = "s"\n')
+    done = run_starved(
+        "from simulator.scenario import load_scenario\n"
+        "import simulator.formats.bounds, simulator.regularfile",  # imported when a file is read
+        "try:\n"
+        f"    load_scenario({str(tmp_path / 's.toml')!r})\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, getattr(err, 'errno', None))\n",
+        spare=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"OSError {errno.EMFILE}\n"

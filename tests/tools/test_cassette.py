@@ -4,6 +4,7 @@ layout, and the refusal of what is not a cassette."""
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import stat
@@ -230,3 +231,19 @@ def test_what_is_not_a_cassette_is_refused_naming_the_file(
 def test_a_missing_cassette_cannot_be_read(tmp_path: Path) -> None:
     with pytest.raises(RecordError, match=r"missing\.json: cannot read \(No such file"):
         read_cassette(tmp_path / "missing.json")
+
+
+def test_out_of_descriptors_reading_one_is_raised_not_a_record_error(tmp_path: Path) -> None:
+    from tests.e2e.helpers import run_starved
+
+    (tmp_path / "c.json").write_text("{}")
+    done = run_starved(
+        "from pathlib import Path\nfrom simulator.tools.cassette import read_cassette",
+        "try:\n"
+        f"    read_cassette(Path({str(tmp_path / 'c.json')!r}))\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, getattr(err, 'errno', None))\n",
+        spare=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"OSError {errno.EMFILE}\n"
