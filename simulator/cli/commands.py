@@ -211,7 +211,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "run starts a warm server of your own (a private folder, a socket only you can\n"
         "reach), which serves the runs after it and ends by itself once idle or once the\n"
         "installed package changes.",
-        usage="install DIR [--warm [--warm-idle SECONDS]]",
+        usage="install DIR",
         arguments=_install_arguments,
         run=_install,
         bakes_options=True,
