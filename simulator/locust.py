@@ -44,12 +44,13 @@ Locust, which monkey-patches the process (gevent). Nor change a session's behavi
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import random
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
@@ -60,7 +61,8 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, Runner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
-from simulator.locust_user.drive import Plan, Prepared, Report, run_inprocess, run_process
+from simulator.locust_user.drive import Plan, Prepared, Report, run_process
+from simulator.locust_user.inprocess import Fleet
 from simulator.tools.client import ReferenceClient
 from simulator.tools.load.memory import rss_kb
 
@@ -75,6 +77,9 @@ SAMPLE_EVERY = 0.1
 SESSIONS_OPTION = "--zread-sessions-per-user"
 """Locust's option that overrides :attr:`ZreadUser.sessions_per_user` (the master's
 reaches its workers)."""
+SIDE_BY_SIDE_OPTION = "--zread-side-by-side"
+"""Locust's option that overrides :attr:`ZreadUser.side_by_side` (the master's reaches
+its workers)."""
 SEEDS_PER_WORKER = 1_000_000
 """Worker i counts its seeds from ``first_seed + i * SEEDS_PER_WORKER``."""
 
@@ -188,6 +193,23 @@ def _on_init(environment: Environment, runner: Runner | None = None, **_: Any) -
 events.init.add_listener(_on_init)  # type: ignore[no-untyped-call]
 
 
+def _read_defaults_once() -> None:
+    """A Locust worker, at each spawn message of its master (every step of a ramp),
+    builds and runs a parser of Locust's own options to read their defaults once for
+    each of the master's options (``locust.runners.WorkerRunner.handle_message``): about
+    a hundred times, 0.3 s in which no timer of the process fires. The defaults are the
+    same every time in a process (no config file is read for them) and only looked
+    into: they are read once."""
+    from locust import argument_parser
+
+    read = argument_parser.default_args_dict
+    if not hasattr(read, "cache_info"):
+        argument_parser.default_args_dict = functools.cache(read)
+
+
+_read_defaults_once()
+
+
 def _add_options(parser: Any, **_: Any) -> None:
     parser.add_argument(
         SESSIONS_OPTION,
@@ -197,15 +219,30 @@ def _add_options(parser: Any, **_: Any) -> None:
         help="sessions each zread user runs before it stops (overrides sessions_per_user)",
         include_in_web_ui=False,
     )
+    parser.add_argument(
+        SIDE_BY_SIDE_OPTION,
+        type=int,
+        default=None,
+        metavar="K",
+        help="in-process sessions each zread user runs at once (overrides side_by_side)",
+        include_in_web_ui=False,
+    )
 
 
 events.init_command_line_parser.add_listener(_add_options)  # type: ignore[no-untyped-call]
 
 
 def _sampler(runner: Runner, memory: Memory) -> None:
-    """Sample RSS and the live sessions for as long as the process runs."""
+    """Sample RSS and the live sessions for as long as the process runs; and each time
+    move what the collector tracks out of its walks (``gc.freeze``). A session leaves no
+    cycle behind (its objects are freed as their counts fall), but thousands of live
+    ones are millions of objects, and a full collection walking them all (every few
+    seconds, as sessions come and go) would hold every timer of the process 100 ms and
+    more; frozen, each collection walks what is younger than a sample. What else leaves
+    a cycle (a locustfile's own code) is not collected once frozen: a run lasts minutes."""
     while True:
         gevent.sleep(SAMPLE_EVERY)
+        gc.freeze()
         _sample(runner, memory)
 
 
@@ -252,6 +289,16 @@ class ZreadUser(User):
     """Sessions each user runs before it stops; None: until the run ends."""
     timeout: ClassVar[float] = 600.0
     """Seconds a session may take to reach done:true before it counts as failed."""
+    side_by_side: ClassVar[int] = 1
+    """In-process: the sessions this user runs at once (each ended one is followed by the
+    next); Locust's cost of a user, a greenlet and its state (~10 KB), is paid once for
+    them. A process-mode user runs one at a time."""
+    check_every: ClassVar[int] = 10
+    """In-process: one session in this many (those whose seed it divides) has every event
+    decoded and judged against the chart in full; the others each event by its envelope,
+    its vm decoded only if the answer looks at it (a 50-page event's vm costs more to
+    decode than the session's step that wrote it). 1: every session in full. A process's
+    events are always judged in full."""
     start_spread: ClassVar[float] = 1.0
     """Seconds over which a user's first session starts, at a random moment: Locust's
     dispatcher starts a second's worth of users at once (its spawn rate is per second),
@@ -260,8 +307,9 @@ class ZreadUser(User):
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
-        self.client = ReferenceClient()
-        """The reference client of the session that runs (a fresh one each session)."""
+        self.client = ReferenceClient(self.command)
+        """The reference client of the session that began last (a fresh one each)."""
+        self._started = 0
         self._sessions = 0
 
     def on_start(self) -> None:
@@ -269,9 +317,12 @@ class ZreadUser(User):
         if self.start_spread > 0:
             gevent.sleep(random.random() * self.start_spread)
 
-    def answer(self, event: dict[str, Any]) -> bytes | None:
+    def answer(self, event: Mapping[str, Any]) -> bytes | None:
         """The command line (newline included) to send for ``event``, or None to send
-        nothing: the reference client's answer unless overridden."""
+        nothing: the reference client's answer unless overridden. ``event`` is a
+        read-only mapping of the event (its vm decoded when first looked at). An answer
+        that keeps a run's state on the user wants :attr:`side_by_side` 1: the sessions
+        of a user side by side share it."""
         return self.client.answer(event)
 
     @classmethod
@@ -309,30 +360,73 @@ class ZreadUser(User):
 
     @task
     def session(self) -> None:
-        """One zread session, reported to Locust."""
-        per_user = self._per_user()
-        if per_user is not None and self._sessions >= per_user:
-            self._stopped()  # sessions_per_user = 0: it ran none
+        """The user's sessions, reported to Locust: one process at a time, or
+        :attr:`side_by_side` in-process sessions at once until the user stops."""
         shared = self._shared(self.environment)
+        if shared.prepared is None:
+            self._one_process(shared)
+        else:
+            self._in_process(shared, shared.prepared)
+
+    def _side_by_side(self) -> int:
+        """The sessions this user runs at once: :data:`SIDE_BY_SIDE_OPTION` (on a
+        worker, as the master was given it), else :attr:`side_by_side`."""
+        given = getattr(self.environment.parsed_options, "zread_side_by_side", None)
+        return max(1, self.side_by_side if given is None else int(given))
+
+    def _may_start(self) -> bool:
+        per_user = self._per_user()
+        return per_user is None or self._started < per_user
+
+    def _one_process(self, shared: _Shared) -> None:
+        if not self._may_start():
+            self._stopped()  # sessions_per_user = 0: it ran none
+        self._started += 1
         seed = self.seed if self.seed is not None else next(shared.seeds)
-        self.client = ReferenceClient()
-        plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, self.answer)
-        plan.children = _CHILDREN
+        report = Report(self.command, self._fire)
         memory = _memory(self.environment)
         memory.live += 1
-        report = Report(self.command, self._fire)
         try:
-            if shared.prepared is None:
-                run_process(plan, seed, report)
-            else:
-                run_inprocess(plan, shared.prepared, seed, report)
+            run_process(self._plan(), seed, report)
         finally:
             _sample(self.environment.runner, memory)
             memory.live -= 1
+        self._ended(report)
+
+    def _in_process(self, shared: _Shared, prepared: Prepared) -> None:
+        memory = _memory(self.environment)
+        fleet = Fleet(prepared)
+        try:
+            while True:
+                while len(fleet.running) < self._side_by_side() and self._may_start():
+                    self._started += 1
+                    seed = self.seed if self.seed is not None else next(shared.seeds)
+                    every = max(1, self.check_every)
+                    report = Report(self.command, self._fire, in_full=seed % every == 0)
+                    memory.live += 1
+                    fleet.start(self._plan(), seed, report)
+                if not fleet.running:
+                    self._stopped()
+                report = fleet.next_ended()
+                _sample(self.environment.runner, memory)
+                memory.live -= 1
+                self._ended(report)
+        finally:
+            memory.live -= len(fleet.running)
+            fleet.close()
+
+    def _plan(self) -> Plan:
+        self.client = ReferenceClient(self.command)
+        answer = self.answer
+        if type(self).answer is ZreadUser.answer:  # not overridden: a client a session
+            answer = self.client.answer
+        plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, answer)
+        plan.children = _CHILDREN
+        return plan
+
+    def _ended(self, report: Report) -> None:
         report.session(self.command)
         self._sessions += 1
-        if per_user is not None and self._sessions >= per_user:
-            self._stopped()
 
     def _stopped(self) -> NoReturn:
         """This user ran its ``sessions_per_user``: the run is told (it quits once every

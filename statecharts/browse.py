@@ -35,6 +35,8 @@ from simulator.core.effects import ServerStarted, StartServer, StopServer
 from simulator.scenario import wiki, wikiwords
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 
@@ -112,7 +114,7 @@ class BrowseFlags(Flags, frozen=True):
     ] = False
 
 
-def _served_version(vm: dict[str, Any]) -> tuple[str, ...] | None:
+def _served_version(vm: Mapping[str, Any]) -> tuple[str, ...] | None:
     versions = vm.get("versions") or []
     return ("--port", "0", "--version", versions[0]["id"]) if versions else None
 
@@ -123,7 +125,7 @@ EXAMPLES = Examples(
 )
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: the current version (else the newest), quit once served."""
     if "select_version" in waiting:
         if vm.get("has_current"):

@@ -19,6 +19,8 @@ from simulator.core.driver import Driver, InvalidParams
 from simulator.core.effects import SaveConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 
@@ -31,7 +33,7 @@ ABOUT = (
 )
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: change one field, then save."""
     if "update_fields" not in waiting:
         return None

@@ -56,6 +56,8 @@ from simulator.core.spliced import SplicedList
 from simulator.scenario import wiki, wikiwords
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 
@@ -114,7 +116,7 @@ EXAMPLES = Examples(
 )
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: resume a draft, else generate; retry each failed page and the
     catalog once, then give up (``skip_all``, ``quit``), so a run always ends."""
     if "select_action" in waiting:

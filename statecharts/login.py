@@ -23,6 +23,8 @@ from simulator.core.driver import Driver, Flags, InvalidParams
 from simulator.core.effects import AskApproval, CancelApproval, SaveLogin
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 
@@ -54,7 +56,7 @@ EXAMPLES = Examples(
 )
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: the global region, then the first model offered."""
     if "select_region" in waiting:
         return ("select_region", {"region": "global"})

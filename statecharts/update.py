@@ -22,6 +22,8 @@ from simulator.core.eventbytes import go_float
 from statecharts.version import go_arch, go_os
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 
@@ -39,7 +41,7 @@ EXAMPLES = Examples(
 )
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: download the update, then restart into it."""
     if "download" in waiting:
         return ("download", {})

@@ -15,6 +15,8 @@ from simulator.core.command import Answer
 from simulator.core.driver import Driver
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from transitions import EventData
 
 SUMMARY = "Print the version of Zread"
@@ -22,7 +24,7 @@ HELP = "Print the version of Zread."
 ABOUT = "Prints the version: one internal transition from start-up to done."
 
 
-def answer(waiting: list[str], vm: dict[str, Any], memory: dict[str, Any]) -> Answer:
+def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """Nothing to answer: the first event is the last."""
     return None
 

@@ -1,16 +1,15 @@
-"""One zread session driven on gevent, as a Locust user runs it, and what it reports.
+"""What a zread session of a load test runs and reports, and one session as a process.
 
-Owns: :class:`Plan` (what to run and how to answer), :class:`Report` (the figures one
-session hands to a ``fire(kind, name, ms, error)`` callback: ``lateness`` per timer
-trigger, ``command`` per command type, ``session`` per zread command, and why the
-session failed), :func:`run_inprocess` (a :class:`~simulator.core.session.Session` on a
-:class:`~simulator.runners.live.LiveSession`, sleeping with ``gevent.sleep`` until its
-next wake-up, and yielding every :data:`YIELD_EVERY` answers sent in a row) and
-:func:`run_process` (the real ``zread`` of this environment over its
-pipes, ``gevent.subprocess``; without ``ZREAD_SIM_SERVER``, so each is a whole
+Owns: :class:`Plan` (what to run and how to answer), :class:`Prepared` (what the
+in-process sessions of a plan share, :mod:`simulator.locust_user.inprocess` runs them),
+:class:`TimedSession`, :class:`Report` (the figures one session hands to a
+``fire(kind, name, ms, error)`` callback: ``lateness`` per timer trigger, ``command`` per
+command type, ``session`` per zread command, and why the session failed; each event
+judged by the conformance check, :class:`~simulator.tools.conformance.Checker`, in full
+or by its envelope) and :func:`run_process` (the real ``zread`` of this environment over
+its pipes, ``gevent.subprocess``; without ``ZREAD_SIM_SERVER``, so each is a whole
 ``zread`` started cold, not a launcher handing its session to a warm server whose memory
-it would not count). Every transcript is checked by the conformance check
-(:class:`~simulator.tools.conformance.Checker`).
+it would not count; every event in full).
 
 A command's time runs from sending it to the event that answers it: in-process, the
 first event the session writes after taking the line; in a process, the first event read
@@ -28,8 +27,7 @@ import os
 import sys
 import tempfile
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,12 +37,9 @@ import gevent.subprocess
 import msgspec
 
 from simulator.core.session import Session
-from simulator.hosts.effects import EffectHost
 from simulator.launcher import VARIABLE as SERVER_VARIABLE
+from simulator.locust_user.event import Event, read_head
 from simulator.regularfile import NotRegularFile, read_regular
-from simulator.runners.hooks import Live, Observer
-from simulator.runners.live import LiveSession
-from simulator.runners.output import OutputStage
 from simulator.runners.stdio import LATENESS_FILE
 from simulator.tools.conformance import Checker
 
@@ -56,14 +51,12 @@ if TYPE_CHECKING:
 
 MAX_LATENESS_FILE = 16 << 20
 """The most bytes of a child's lateness file read."""
-YIELD_EVERY = 64
-"""In-process: answers sent in a row before the session's greenlet yields to the others."""
 PROCESS_TIMERS = "process timers"
 """The ``lateness`` name of a process's timers (it reports them without their names)."""
 
 Fire = Callable[[str, str, float, str], None]
 """``fire(kind, name, milliseconds, error)``: one figure ("" error: none)."""
-Answer = Callable[[dict[str, Any]], "bytes | None"]
+Answer = Callable[[Mapping[str, Any]], "bytes | None"]
 
 
 @dataclass
@@ -121,17 +114,34 @@ class Prepared:
         dropped: what a first session builds lazily (imports, the check's rules, caches)
         is built before the first measured one, whose timers it would make late, and is
         not counted as the sessions' memory."""
+        from simulator.locust_user.inprocess import run_inprocess
         from simulator.tools.client import ReferenceClient
 
-        plan = Plan(command, args, scenario, 0.0, 60.0, ReferenceClient().answer)
+        plan = Plan(command, args, scenario, 0.0, 60.0, ReferenceClient(command).answer)
         run_inprocess(plan, self, 0, Report(command, lambda *_: None))
 
 
 class Report:
-    """What one session tells, and what went wrong with it."""
+    """What one session tells, and what went wrong with it. A report ``in_full`` decodes
+    every event and judges it against the chart; else each event is judged by its
+    envelope (:meth:`~simulator.tools.conformance.Checker.feed_envelope`) and handed on
+    as an :class:`~simulator.locust_user.event.Event`, its vm decoded when looked at."""
 
-    def __init__(self, command: str, fire: Fire) -> None:
+    __slots__ = (
+        "checker",
+        "command",
+        "done_at",
+        "fire",
+        "in_full",
+        "lines_in",
+        "lines_out",
+        "problem",
+        "started",
+    )
+
+    def __init__(self, command: str, fire: Fire, *, in_full: bool = True) -> None:
         self.fire = fire
+        self.in_full = in_full
         self.started = time.monotonic()
         self.checker = Checker(command)
         self.problem = ""
@@ -143,18 +153,25 @@ class Report:
     def late(self, name: str, seconds: float) -> None:
         self.fire("lateness", name or "timer", max(0.0, seconds) * 1000, "")
 
-    def event(self, line: bytes, now: float, *, answers: bool = True) -> dict[str, Any] | None:
+    def event(self, line: bytes, now: float, *, answers: bool = True) -> Mapping[str, Any] | None:
         """Check and decode one event line; the command it answers (if ``answers``) is
         reported."""
         self.lines_out += 1
-        try:
-            event = msgspec.json.decode(line)  # once: the check takes it decoded
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            event = None
-        self.checker.feed("out", self.lines_out, now - self.started, line, event)
-        if not isinstance(event, dict):
-            self.problem = self.problem or f"not an event: {line[:80]!r}"
-            return None
+        head = None if self.in_full else read_head(line)
+        event: Mapping[str, Any]
+        if head is not None:
+            self.checker.feed_envelope(self.lines_out, now - self.started, line, head)
+            event = Event(line, head)
+        else:
+            try:
+                doc = msgspec.json.decode(line)  # once: the check takes it decoded
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                doc = None
+            self.checker.feed("out", self.lines_out, now - self.started, line, doc)
+            if not isinstance(doc, dict):
+                self.problem = self.problem or f"not an event: {line[:80]!r}"
+                return None
+            event = doc
         if self.command is not None and answers:
             kind, sent = self.command
             self.command = None
@@ -180,103 +197,6 @@ class Report:
         if not problem and self.checker.deviations:
             problem = f"conformance: {self.checker.deviations[0]}"
         self.fire("session", name, (end - self.started) * 1000, problem)
-
-
-# -- in-process ----------------------------------------------------------------------------
-
-
-class _Client(Observer):
-    """The endpoint and observer of one in-process session: it reads what the session
-    writes as a client would, and queues the answers."""
-
-    def __init__(self, plan: Plan, report: Report, session: TimedSession) -> None:
-        self.plan = plan
-        self.report = report
-        self.session = session
-        self.pending = b""
-        self.answers: deque[bytes] = deque()
-        self.fed_at_send = 0
-
-    def write(self, data: bytes) -> bool:
-        *lines, self.pending = (self.pending + data).split(b"\n")
-        for line in lines:
-            # An event written before the session took the last command (a timer due
-            # before it) does not answer it.
-            answers = self.session.fed > self.fed_at_send
-            self._answer(self.report.event(line, time.monotonic(), answers=answers))
-        return True
-
-    def _answer(self, event: dict[str, Any] | None) -> None:
-        if event is not None:
-            answer = self.plan.answer(event)
-            if answer is not None:
-                self.answers.append(answer if answer.endswith(b"\n") else answer + b"\n")
-
-    def stderr(self, line: str) -> None:
-        pass
-
-    def close_stdout(self) -> None:
-        self.report.problem = self.report.problem or "stdout closed before done:true"
-
-    def fired(self, live: Live, due: float) -> None:
-        self.report.late(self.session.last_trigger, time.monotonic() - due)
-
-
-def run_inprocess(plan: Plan, prepared: Prepared, seed: int, report: Report) -> None:
-    """One session in this greenlet, to its end (or its problem)."""
-    session = TimedSession(
-        prepared.chart, prepared.scenario, flags=prepared.flags, seed=seed, speed=plan.speed
-    )
-    stage = OutputStage.for_scenario(prepared.scenario, seed=seed, speed=session.speed)
-    client = _Client(plan, report, session)
-    host = EffectHost.for_scenario(prepared.scenario, seed=seed)
-    live = LiveSession(session, stage, client, clock=time.monotonic, host=host, observer=client)
-    deadline = report.started + plan.timeout
-    try:
-        live.start()
-        answered = 0
-        while not live.finished and not live.hung:
-            if client.answers:
-                # An answer policy whose every answer makes another event at once never
-                # sleeps: the deadline holds here too, and the other greenlets (the
-                # process's run, its -t, its SIGTERM) get their turn now and then.
-                if time.monotonic() > deadline:
-                    report.problem = f"no done:true within {plan.timeout:g} s"
-                    break
-                line = client.answers.popleft()
-                client.fed_at_send = session.fed
-                report.sent(line[:-1], time.monotonic())
-                live.received(line)
-                answered += 1
-                if answered % YIELD_EVERY == 0:
-                    gevent.sleep(0)
-                continue
-            wakeup = live.next_wakeup()
-            if wakeup is None:
-                waiting = ", ".join(session.waiting_for) or "nothing"
-                report.problem = report.problem or f"left waiting for {waiting}: no answer came"
-                break
-            if wakeup > deadline:
-                report.problem = f"no done:true within {plan.timeout:g} s"
-                break
-            gevent.sleep(max(0.0, wakeup - time.monotonic()))
-            live.tick()
-        report.problem = report.problem or _verdict(live, session)
-    finally:
-        live.close()
-
-
-def _verdict(live: LiveSession, session: TimedSession) -> str:
-    """What went wrong with an in-process session that stopped, or ''."""
-    if live.hung:
-        return "hung (a hang fault): no done:true will come"
-    if live.code:
-        return f"exit code {live.code}"
-    if session.violations:
-        return f"client mistake: {session.violations[0]}"
-    if not session.done:
-        return "ended without done:true"
-    return ""
 
 
 # -- process --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
+from typing import Protocol
 
 from simulator.core.interface import SessionLike
 from simulator.core.outcome import Outcome
@@ -35,17 +36,32 @@ else is ready (a reader's input, a load test starting its sessions), so an overl
 hub makes everything late alike instead of starving the rest of the loop."""
 
 
+class Handle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Loop(Protocol):
+    """What a hub asks of its loop: asyncio's, or another that offers the same three
+    (a load test's on gevent, :class:`simulator.locust_user.inprocess.GreenLoop`)."""
+
+    def time(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> Handle: ...
+
+    def call_soon(self, callback: Callable[[], object], /) -> Handle: ...
+
+
 class Hub(Observer):
     """Real-time timers for many sessions on one loop."""
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop | None = None,
+        loop: Loop | None = None,
         *,
         observer: Observer | None = None,
         quantum: float = 0.0,
     ) -> None:
-        self.loop = loop or asyncio.get_running_loop()
+        self.loop: Loop = loop or asyncio.get_running_loop()
         self.time: Callable[[], float] = self.loop.time
         """The loop's clock, in seconds (its own method: read several times an event)."""
         self.observer = observer or Observer()
@@ -59,7 +75,7 @@ class Hub(Observer):
         """The deadline the heap holds for each session (an entry that differs is stale)."""
         self._futures: dict[Live, asyncio.Future[int]] = {}
         self._seq = itertools.count()
-        self._armed: asyncio.TimerHandle | None = None
+        self._armed: Handle | None = None
         self._armed_at = float("inf")
 
     def schedule(self, live: Live) -> None:
@@ -85,6 +101,8 @@ class Hub(Observer):
         and a future costs ~0.8 KB."""
         future = self._futures.get(live)
         if future is None:
+            if not isinstance(self.loop, asyncio.AbstractEventLoop):
+                raise TypeError("a hub's futures are asyncio's: its loop is not")
             future = self.loop.create_future()
             if live.code is not None:
                 future.set_result(live.code)
@@ -133,7 +151,7 @@ class Hub(Observer):
                 if self._armed is not None:
                     self._armed.cancel()
                 self._armed_at = float("-inf")
-                self._armed = self.loop.call_soon(self._fire)  # type: ignore[assignment]
+                self._armed = self.loop.call_soon(self._fire)
                 return
             deadline, _, live = heapq.heappop(heap)
             if wakeups.get(live) == deadline:  # else a stale entry: the session moved on

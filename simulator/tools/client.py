@@ -14,6 +14,7 @@ Must not: do I/O; it reads the events it is given.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from statecharts import COMMANDS, command_module
@@ -29,21 +30,50 @@ class ReferenceClient:
     (``answer`` in ``statecharts/<command>.py``); it keeps one notebook per run, so it
     retries each failed page and the catalog once."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: str | None = None) -> None:
         self.memory: dict[str, Any] = {}
         """What the command modules' answers noted so far in this run."""
-        self._modules = [command_module(command) for command in COMMANDS]
+        self._modules = [command_module(c) for c in ((command,) if command else COMMANDS)]
+        """The modules asked, in turn: ``command``'s alone when given (a run of a known
+        command, as a load test's), else every command's."""
 
-    def answer(self, event: dict[str, Any]) -> bytes | None:
+    def answer(self, event: Mapping[str, Any]) -> bytes | None:
         """The command for this event's gate, or None when it asks for nothing (an event
-        without a gate is most of a run's: it costs a look at two keys)."""
+        without a gate is most of a run's: it costs a look at three keys; its vm is
+        looked up only if a module's answer reads it)."""
         waiting = event.get("waiting_for")
         if not waiting or event.get("done") or event.get("error"):
             return None
-        vm = event.get("vm") or {}
+        vm = _Vm(event)
         for module in self._modules:
             answer = module.answer(waiting, vm, self.memory)
             if answer is not None:
                 kind, params = answer
                 return command_line(kind, **params)
         return None
+
+
+class _Vm(Mapping[str, Any]):
+    """An event's vm, taken from the event the first time it is read: a load test's
+    event decodes its vm only when looked at (:class:`simulator.locust_user.event.Event`),
+    and most gates are answered without it."""
+
+    __slots__ = ("_event", "_vm")
+
+    def __init__(self, event: Mapping[str, Any]) -> None:
+        self._event = event
+        self._vm: Mapping[str, Any] | None = None
+
+    def _read(self) -> Mapping[str, Any]:
+        if self._vm is None:
+            self._vm = self._event.get("vm") or {}
+        return self._vm
+
+    def __getitem__(self, key: str) -> Any:
+        return self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())

@@ -36,9 +36,15 @@ MAX_COUNT = 100_000_000
 """The most sessions (or processes) a load run takes: past any machine."""
 
 
+SIDE_BY_SIDE = 10
+"""In-process: the most sessions one Locust user runs at once. ``--sessions N`` is run
+by N / k users of k sessions each, k the largest divisor of N up to this: Locust's cost
+of a user (a greenlet and its state, ~10 KB) is then paid once for k sessions."""
 MAX_PORT = 65535
 SESSIONS_OPTION = "--zread-sessions-per-user"
 """Locust's option of :mod:`simulator.locust` (not imported here: it imports Locust)."""
+SIDE_BY_SIDE_OPTION = "--zread-side-by-side"
+"""Another of its options: the sessions a user runs at once."""
 STOP_GRACE = 10.0
 """Seconds Locust has to end after the SIGTERM passed on to it, before it is killed."""
 
@@ -97,7 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("command", help="the zread command (generate, login, ...)")
     parser.add_argument("--arg", action="append", default=[], metavar="FLAG", help="a zread flag")
     parser.add_argument(
-        "--sessions", type=_positive_int, metavar="N", help="sessions at once (Locust users)"
+        "--sessions",
+        type=_positive_int,
+        metavar="N",
+        help="sessions at once (run by Locust users of up to 10 each, in-process)",
     )
     parser.add_argument(
         "--ramp",
@@ -220,6 +229,14 @@ def _check_roles(args: argparse.Namespace) -> None:
         raise LoadError("--expect-workers goes with --master")
 
 
+def side_by_side(run: LoadRun) -> int:
+    """The sessions each Locust user of ``run`` runs at once (see :data:`SIDE_BY_SIDE`);
+    1 in process mode. A master passes it to its workers (:data:`SIDE_BY_SIDE_OPTION`)."""
+    if run.mode != "inprocess" or not run.sessions:
+        return 1
+    return max(k for k in range(1, SIDE_BY_SIDE + 1) if run.sessions % k == 0)
+
+
 def locustfile(run: LoadRun) -> str:
     """The locustfile of ``run``: one :class:`~simulator.locust.ZreadUser` subclass.
     It sets no ``sessions_per_user``: the master's :func:`locust_argv` decides it, for
@@ -246,16 +263,17 @@ def locust_argv(run: LoadRun, path: str) -> list[str]:
     if run.worker:
         port = ["--master-port", *port] if port else []
         return [*argv, "--worker", "--master-host", str(run.master_host), *port]
-    sessions = run.sessions or 1
-    rate = sessions / run.ramp if run.ramp > 0 else sessions
-    argv += ["--users", str(sessions), "--spawn-rate", repr(rate)]
+    each = side_by_side(run)
+    users = (run.sessions or 1) // each
+    rate = users / run.ramp if run.ramp > 0 else users
+    argv += ["--users", str(users), "--spawn-rate", repr(rate), SIDE_BY_SIDE_OPTION, str(each)]
     # Locust's UI and a --processes master's port are for this machine only: Locust
     # binds them on every interface, where anyone could start a swarm.
     argv += ["--autostart", "--web-host", "127.0.0.1"] if run.web else ["--headless"]
     if run.duration is not None:
         argv += ["--run-time", f"{max(1, round(run.duration))}s"]
-    else:  # each user runs one session, and the run ends with the last (workers too)
-        argv += [SESSIONS_OPTION, "1"]
+    else:  # each user runs its sessions once, and the run ends with the last (workers too)
+        argv += [SESSIONS_OPTION, str(each)]
     if run.processes is not None:
         argv += ["--processes", str(run.processes), "--master-bind-host", "127.0.0.1"]
     if run.master:

@@ -20,7 +20,15 @@ from typing import TypeVar
 
 import pytest
 
-from simulator.tools.load import PROG, LoadRun, locust_argv, locustfile, main, parse_args
+from simulator.tools.load import (
+    PROG,
+    LoadRun,
+    locust_argv,
+    locustfile,
+    main,
+    parse_args,
+    side_by_side,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,7 +74,12 @@ def test_the_options_map_to_locusts() -> None:
     run = parse_args(["generate", "--sessions", "10", "--ramp", "5", "--duration", "30", "-y"])
     argv = locust_argv(run, "f.py")
     assert argv[1:5] == ["-m", "locust", "-f", "f.py"]
-    assert argv[5:] == ["--users", "10", "--spawn-rate", "2.0", "--headless", "--run-time", "30s"]
+    # 10 sessions: 1 user of 10 side by side, started over the ramp.
+    assert argv[5:] == ["--users", "1", "--spawn-rate", "0.2", "--zread-side-by-side", "10"] + [
+        "--headless",
+        "--run-time",
+        "30s",
+    ]
     worker = locust_argv(LoadRun("generate", worker=True, master_host="h", master_port=6000), "f")
     assert worker[5:] == ["--worker", "--master-host", "h", "--master-port", "6000"]
     text = locustfile(run)
@@ -74,7 +87,24 @@ def test_the_options_map_to_locusts() -> None:
     assert "args = ('-y',)" in text and "sessions_per_user" not in text
     compile(text, "locustfile", "exec")
     once = locust_argv(parse_args(["generate", "--sessions", "2"]), "f")
-    assert once[-2:] == ["--zread-sessions-per-user", "1"]
+    assert once[-2:] == ["--zread-sessions-per-user", "2"]  # a user's 2, once
+
+
+@pytest.mark.parametrize(
+    ("sessions", "mode", "users", "each"),
+    [(10_000, "inprocess", 1000, 10), (21, "inprocess", 3, 7), (13, "inprocess", 13, 1)]
+    + [(10, "process", 10, 1)],
+)
+def test_sessions_are_run_by_users_of_up_to_ten_side_by_side(
+    sessions: int, mode: str, users: int, each: int
+) -> None:
+    run = parse_args(["generate", "--sessions", str(sessions), "--mode", mode, "--ramp", "2"])
+    assert side_by_side(run) == each
+    argv = locust_argv(run, "f")
+    assert _after(argv, "--users") == str(users)
+    assert _after(argv, "--zread-side-by-side") == str(each)
+    assert float(_after(argv, "--spawn-rate")) == users / 2
+    assert users * each == sessions
 
 
 def _after(argv: list[str], option: str) -> str:
