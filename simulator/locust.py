@@ -62,7 +62,7 @@ from locust.runners import MasterRunner, Runner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from simulator.locust_user.drive import Plan, Prepared, Report, run_process
-from simulator.locust_user.inprocess import Fleet
+from simulator.locust_user.inprocess import Fleet, warm_up
 from simulator.tools.client import ReferenceClient
 from simulator.tools.load.memory import rss_kb
 
@@ -293,7 +293,7 @@ class ZreadUser(User):
     """In-process: the sessions this user runs at once (each ended one is followed by the
     next); Locust's cost of a user, a greenlet and its state (~10 KB), is paid once for
     them. A process-mode user runs one at a time."""
-    check_every: ClassVar[int] = 10
+    check_every: ClassVar[int] = 50
     """In-process: one session in this many (those whose seed it divides) has every event
     decoded and judged against the chart in full; the others each event by its envelope,
     its vm decoded only if the answer looks at it (a 50-page event's vm costs more to
@@ -342,7 +342,7 @@ class ZreadUser(User):
             prepared = None
             if cls.mode != "process":
                 prepared = Prepared.of(cls.command, cls.args, cls.scenario)
-                prepared.warm_up(cls.command, cls.args, cls.scenario)
+                warm_up(prepared, cls.command, cls.args, cls.scenario)
             gc.collect()  # what exists now lives as long as the process: out of the
             gc.freeze()  # collector's walks, as a long-running host keeps it
             memory = _memory(environment)

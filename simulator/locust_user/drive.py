@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from simulator.core.chart_specs import Chart
     from simulator.core.driver import Flags
     from simulator.core.outcome import Outcome
+    from simulator.core.timers import Timer
     from simulator.scenario import Scenario
 
 MAX_LATENESS_FILE = 16 << 20
@@ -59,7 +60,7 @@ Fire = Callable[[str, str, float, str], None]
 Answer = Callable[[Mapping[str, Any]], "bytes | None"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """What one session runs, and who answers it."""
 
@@ -83,10 +84,9 @@ class TimedSession(Session):
         self.last_trigger = ""
         self.fed = 0
 
-    def step(self) -> Outcome:
-        timer = self.next_timer()
-        self.last_trigger = "" if timer is None else timer.trigger
-        return super().step()
+    def _due(self, timer: Timer, out: Outcome) -> None:
+        self.last_trigger = timer.trigger
+        super()._due(timer, out)
 
     def feed(self, line: bytes) -> Outcome:
         self.fed += 1
@@ -108,17 +108,6 @@ class Prepared:
         from statecharts import load_chart
 
         return cls(load_chart(command), load_scenario(scenario), parse_flags(command, args))
-
-    def warm_up(self, command: str, args: tuple[str, ...], scenario: str) -> None:
-        """One whole session through :func:`run_inprocess` at speed 0, its figures
-        dropped: what a first session builds lazily (imports, the check's rules, caches)
-        is built before the first measured one, whose timers it would make late, and is
-        not counted as the sessions' memory."""
-        from simulator.locust_user.inprocess import run_inprocess
-        from simulator.tools.client import ReferenceClient
-
-        plan = Plan(command, args, scenario, 0.0, 60.0, ReferenceClient(command).answer)
-        run_inprocess(plan, self, 0, Report(command, lambda *_: None))
 
 
 class Report:
@@ -154,8 +143,9 @@ class Report:
         self.fire("lateness", name or "timer", max(0.0, seconds) * 1000, "")
 
     def event(self, line: bytes, now: float, *, answers: bool = True) -> Mapping[str, Any] | None:
-        """Check and decode one event line; the command it answers (if ``answers``) is
-        reported."""
+        """Check and decode one event line (its newline may end it: judged by its
+        envelope, a line is not copied without it); the command it answers (if
+        ``answers``) is reported."""
         self.lines_out += 1
         head = None if self.in_full else read_head(line)
         event: Mapping[str, Any]
@@ -163,6 +153,7 @@ class Report:
             self.checker.feed_envelope(self.lines_out, now - self.started, line, head)
             event = Event(line, head)
         else:
+            line = line.removesuffix(b"\n")
             try:
                 doc = msgspec.json.decode(line)  # once: the check takes it decoded
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):

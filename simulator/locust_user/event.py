@@ -35,7 +35,8 @@ _decode = msgspec.json.Decoder().decode
 
 def read_head(line: bytes) -> dict[str, Any] | None:
     """``{"waiting_for": ..., "done": ..., "error": ...}`` of an event line whose envelope
-    is laid out as zread writes it (its vm an object first), or None."""
+    is laid out as zread writes it (its vm an object first), or None. The line may end in
+    its newline."""
     cut = line.rfind(_KEY)
     if cut < 0 or not line.startswith(b'{"vm":{'):
         return None

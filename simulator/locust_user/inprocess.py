@@ -4,7 +4,8 @@ Owns: :class:`GreenLoop` (what a :class:`~simulator.runners.aio.Hub` asks of its
 clock and callbacks at a time, served by one greenlet), :class:`Fleet` (the in-process
 sessions one Locust user runs side by side on the process's hub: each begun by
 :meth:`Fleet.start` and handed back by :meth:`Fleet.next_ended` once its run is over, or
-failed at its timeout) and :func:`run_inprocess` (one session to its end).
+failed at its timeout), :func:`run_inprocess` (one session to its end) and
+:func:`warm_up` (a session whose figures are dropped, before the measured ones).
 
 One hub, not a greenlet a session: a parked greenlet costs ~6 KB and each of its timers a
 gevent timer and two switches; on one hub the timers of every session share one heap,
@@ -151,7 +152,7 @@ class _Client(Observer):
         self.deadline = report.started + plan.timeout
         self.live: LiveSession | None = None
         self.pending = b""
-        self.answers: deque[bytes] = deque()
+        self.answers: list[bytes] = []  # a few at most: a list is 56 bytes, a deque 632
         self.fed_at_send = 0
         self.feeding = False
         """A feed (of the answers, or a look for a session left waiting) is due."""
@@ -161,7 +162,7 @@ class _Client(Observer):
 
     def write(self, data: bytes) -> bool:
         if data and not self.pending and data.find(b"\n") == len(data) - 1:
-            lines = [data[:-1]]  # one whole line: the common write
+            lines = [data]  # one whole line, newline and all: the common write, not copied
         else:
             *lines, self.pending = (self.pending + data).split(b"\n")
         for line in lines:
@@ -195,12 +196,13 @@ class _Client(Observer):
         self.report.late(self.session.last_trigger, time.monotonic() - due)
 
     def settled(self, live: Live) -> None:
-        process_hub().settled(live)
-        if self._stuck(live):
+        hub = self.fleet.hub
+        hub.settled(live)
+        if hub.wakeup(live) is None and self._stuck(live):
             self._feed_soon()  # looked at again once this call is over
 
     def ended(self, live: Live, code: int | None, how: str) -> None:
-        process_hub().ended(live, code, how)
+        self.fleet.hub.ended(live, code, how)
         if not self.over:
             self.over = True
             self.fleet.ended(self)
@@ -210,7 +212,7 @@ class _Client(Observer):
     def _feed_soon(self) -> None:
         if not self.feeding:
             self.feeding = True
-            process_hub().loop.call_soon(self._feed)
+            self.fleet.hub.loop.call_soon(self._feed)
 
     def _feed(self) -> None:
         self.feeding = False
@@ -220,7 +222,7 @@ class _Client(Observer):
         for _ in range(YIELD_EVERY):
             if not self.answers or self.over or live.code is not None:
                 break
-            line = self.answers.popleft()
+            line = self.answers.pop(0)
             self.fed_at_send = session.fed
             report.sent(line[:-1], time.monotonic())
             live.received(line)
@@ -265,6 +267,7 @@ class Fleet:
 
     def __init__(self, prepared: Prepared) -> None:
         self.prepared = prepared
+        self.hub = process_hub()
         self.running: set[_Client] = set()
         self._over: deque[_Client] = deque()
         self._wake = gevent.event.Event()
@@ -280,8 +283,7 @@ class Fleet:
         host = EffectHost.for_scenario(prepared.scenario, seed=seed)
         # The client tells the hub what it must hear (a call over, the run's end) itself:
         # a Channel would tell both through an Observers, on each of the 58 events.
-        hub = process_hub()
-        live = LiveSession(session, stage, client, clock=hub.time, host=host, observer=client)
+        live = LiveSession(session, stage, client, clock=self.hub.time, host=host, observer=client)
         client.live = live
         self.running.add(client)
         client.live.start()
@@ -335,3 +337,14 @@ def run_inprocess(plan: Plan, prepared: Prepared, seed: int, report: Report) -> 
         fleet.next_ended()
     finally:
         fleet.close()
+
+
+def warm_up(prepared: Prepared, command: str, args: tuple[str, ...], scenario: str) -> None:
+    """One whole session of ``prepared`` at speed 0, its figures dropped: what a first
+    session builds lazily (imports, the check's rules, caches) is built before the first
+    measured one, whose timers it would make late, and is not counted as the sessions'
+    memory."""
+    from simulator.tools.client import ReferenceClient
+
+    plan = Plan(command, args, scenario, 0.0, 60.0, ReferenceClient(command).answer)
+    run_inprocess(plan, prepared, 0, Report(command, lambda *_: None))

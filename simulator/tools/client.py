@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 from statecharts import COMMANDS, command_module
@@ -30,10 +31,14 @@ class ReferenceClient:
     (``answer`` in ``statecharts/<command>.py``); it keeps one notebook per run, so it
     retries each failed page and the catalog once."""
 
+    __slots__ = ("_modules", "memory")
+
     def __init__(self, command: str | None = None) -> None:
         self.memory: dict[str, Any] = {}
         """What the command modules' answers noted so far in this run."""
-        self._modules = [command_module(c) for c in ((command,) if command else COMMANDS)]
+        self._modules: tuple[ModuleType, ...] = tuple(
+            command_module(c) for c in ((command,) if command else COMMANDS)
+        )
         """The modules asked, in turn: ``command``'s alone when given (a run of a known
         command, as a load test's), else every command's."""
 

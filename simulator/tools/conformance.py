@@ -135,6 +135,20 @@ class Checker:
     envelope only).
     """
 
+    __slots__ = (
+        "_done",
+        "_events",
+        "_gate_set",
+        "_gates",
+        "_last",
+        "_params",
+        "_shape",
+        "_shows_state",
+        "_states",
+        "command",
+        "deviations",
+    )
+
     def __init__(self, command: str | None) -> None:
         self.command = command
         self.deviations: list[Deviation] = []
@@ -165,10 +179,11 @@ class Checker:
     def feed_envelope(self, n: int, t: float, raw: bytes, head: dict[str, Any]) -> None:
         """Judge one event line by its envelope alone: ``head`` holds its waiting_for,
         done and error, in that order, after an object vm (the caller read them off the
-        line's end). What the vm shows is not judged: its fields, its state (waiting_for
-        is held against every gate of the chart, whatever the state), and whether an
-        error event repeats it. A load test judges most of its sessions so: decoding a
-        50-page event's vm costs more than the session's step that wrote it."""
+        line's end; ``raw`` may end in its newline). What the vm shows is not judged: its
+        fields, its state (waiting_for is held against every gate of the chart, whatever
+        the state), and whether an error event repeats it. A load test judges most of its
+        sessions so: decoding a 50-page event's vm costs more than the session's step
+        that wrote it."""
         waiting_for, done, error = head.get("waiting_for"), head.get("done"), head.get("error")
         if not self._done and error == "" and type(waiting_for) is list:
             # The common event, judged at once: a gate of the chart, or the end.
@@ -191,7 +206,7 @@ class Checker:
             ]
         else:
             messages = list(self._envelope(head))
-        shown = raw.decode("utf-8", "replace") if messages else ""
+        shown = raw.removesuffix(b"\n").decode("utf-8", "replace") if messages else ""
         self.deviations.extend(Deviation("out", n, t, m, shown) for m in messages)
 
     def _envelope(self, head: dict[str, Any]) -> Iterator[str]:

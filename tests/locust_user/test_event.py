@@ -20,11 +20,15 @@ LINE = json.dumps(
 
 
 def test_the_head_is_read_off_the_end_of_the_line_whatever_the_strings_hold() -> None:
-    assert read_head(LINE) == {
-        "waiting_for": ["quit"],
-        "done": False,
-        "error": 'a "quoted" ,"waiting_for": error',
-    }
+    assert (
+        read_head(LINE + b"\n")
+        == read_head(LINE)
+        == {
+            "waiting_for": ["quit"],
+            "done": False,
+            "error": 'a "quoted" ,"waiting_for": error',
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,3 +58,4 @@ def test_an_event_decodes_its_vm_only_when_looked_at() -> None:
     whole = Event(LINE, read_head(LINE) or {})
     assert whole["vm"]["state"] == "running" and whole.get("missing", 7) == 7
     assert dict(whole) == json.loads(LINE) and len(whole) == 4 and "vm" in whole
+    assert dict(Event(LINE + b"\n", read_head(LINE) or {})) == json.loads(LINE)

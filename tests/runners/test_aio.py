@@ -413,3 +413,51 @@ def test_a_hub_with_a_quantum_wakes_at_the_ends_of_quanta_only() -> None:
     # Every wake-up is at the end of a quantum (or a loop turn after it), never between.
     assert all(at % 0.25 < 0.1 for at in wakeups)
     assert len(wakeups) < len(fired)  # timers due in one quantum fire in one wake-up
+
+
+class _ByHand:
+    """A loop of the hub's three calls, turned by the test: not asyncio's."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.calls: list[tuple[float, Callable[[], object]]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> Any:
+        self.calls.append((when, callback))
+        return asyncio.Handle(lambda: None, (), asyncio.new_event_loop())
+
+    def call_soon(self, callback: Callable[[], object], /) -> Any:
+        return self.call_at(self.now, callback)
+
+
+def test_a_hub_runs_on_any_loop_of_its_three_calls_and_its_futures_need_asyncio() -> None:
+    loop = _ByHand()
+    hub = Hub(loop)
+    session = build_session("generate", ["-y"], scenario="default", seed=0)
+    writes: list[bytes] = []
+
+    class Sink:
+        def write(self, data: bytes) -> bool:
+            writes.append(data)
+            return True
+
+        def stderr(self, line: str) -> None:
+            pass
+
+        def close_stdout(self) -> None:
+            pass
+
+    channel = Channel(hub, session, stage_of(session), Sink())
+    channel.start()
+    assert len(writes) == 1 and loop.calls  # the first event, and a wake-up asked for
+    while not channel.finished:
+        when, callback = min(loop.calls, key=lambda call: call[0])
+        loop.calls.clear()
+        loop.now = max(loop.now, when)
+        callback()
+    assert json.loads(writes[-1])["done"] is True
+    with pytest.raises(TypeError, match="asyncio"):
+        hub.done(channel)

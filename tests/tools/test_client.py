@@ -220,3 +220,25 @@ def test_generate_of_every_scenario_on_a_hub(scenario: str) -> None:
         assert events[-1]["done"] is True
 
     asyncio.run(main())
+
+
+def test_a_client_of_one_command_asks_that_module_alone_and_reads_the_vm_only_at_its_gate() -> None:
+    looked: list[str] = []
+
+    class Watched(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            looked.append(key)
+            return super().get(key, default)
+
+    client = ReferenceClient("generate")
+    running = Watched(vm={"state": "running"}, waiting_for=["quit", "cancel"], done=False, error="")
+    assert client.answer(running) is None
+    assert "vm" not in looked  # no module read it: never looked up
+    gate = Watched(vm={"select_action": {"scenario": "empty"}}, waiting_for=["select_action"])
+    gate.update(done=False, error="")
+    assert json.loads(client.answer(gate) or b"") == {
+        "type": "select_action",
+        "params": {"action": "generate"},
+    }
+    assert "vm" in looked
+    assert ReferenceClient("login").answer(gate) is None  # not login's gate

@@ -252,3 +252,66 @@ def test_the_report_of_a_cassette_hides_the_keys_its_lines_name() -> None:
     recorded = cassette(lines, command="config")
     text = "\n".join(report(check_cassette(recorded), recorded))
     assert "deviation" in text and "sk-old-cassette" not in text
+
+
+# -- the check by envelope --------------------------------------------------------------
+
+
+def _head(waiting_for: Any, done: Any = False, error: Any = "") -> dict[str, Any]:
+    return {"waiting_for": waiting_for, "done": done, "error": error}
+
+
+def test_an_event_judged_by_its_envelope_finds_what_its_head_shows() -> None:
+    checker = Checker("generate")
+    checker.feed_envelope(1, 0.0, b"{}\n", _head(["quit", "cancel"]))
+    checker.feed_envelope(2, 0.1, b'{"a":1}\n', _head(["nope"]))
+    checker.feed_envelope(3, 0.2, b"{}", _head("quit"))
+    checker.feed_envelope(4, 0.3, b"{}", _head(["quit"], error="command x not allowed"))
+    checker.feed_envelope(5, 0.4, b"{}", _head(["quit"], done=True))
+    checker.feed_envelope(6, 0.5, b"{}", _head([], done=True))  # after a done:true
+    found = [(d.n, d.message) for d in checker.deviations]
+    assert found[0][0] == 2 and 'waiting_for ["nope"] where the chart expects' in found[0][1]
+    assert checker.deviations[0].line == '{"a":1}'  # shown without its newline
+    assert (
+        3,
+        'zread did write "waiting_for":"quit" where the chart expects a list of strings',
+    ) in found
+    assert (
+        4,
+        'zread did offer waiting_for ["quit"] in an error event where the chart '
+        'expects the previous ["nope"] repeated',
+    ) in found
+    assert (
+        5,
+        'zread did offer waiting_for ["quit"] with done:true where the chart expects []',
+    ) in found
+    assert (
+        6,
+        "zread did write a line after its done:true event where the chart expects nothing",
+    ) in found
+    assert [n for n, _ in found] == [2, 3, 4, 5, 6]
+    clean = Checker("generate")
+    clean.feed_envelope(1, 0.0, b"{}", _head(["quit", "cancel"]))
+    clean.feed_envelope(2, 0.1, b"{}", _head([], done=True))
+    clean.finish(0, 0.2)
+    assert clean.clean
+
+
+def test_a_whole_run_judged_by_its_envelope_is_clean_as_it_is_in_full() -> None:
+    from simulator.locust_user.event import read_head
+
+    argv = [sys.executable, "-m", "simulator", "generate", "--stdio", "-y", "--no-files"]
+    argv += ["--speed", "0", "--scenario", "flaky-pages", "--seed", "3"]
+    out = subprocess.run(argv, input=b"", capture_output=True, check=True, timeout=30).stdout
+    full, envelope = Checker("generate"), Checker("generate")
+    for n, raw in enumerate(out.splitlines(), 1):
+        full.feed("out", n, 0.0, raw)
+        head = read_head(raw)
+        assert head is not None
+        envelope.feed_envelope(n, 0.0, raw, head)
+    for checker in (full, envelope):
+        checker.finish(0, 1.0)
+        assert checker.clean, checker.deviations
+    # A command the last event did not offer is found as in full.
+    envelope.feed("in", 1, 1.0, b'{"type":"retry","params":{}}')
+    assert "after done:true" in messages(envelope)[0]
