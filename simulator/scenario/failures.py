@@ -19,6 +19,7 @@ Must not: read the clock or do I/O; it draws only from the RNG it is given.
 # annotations when a scenario is first loaded, and each one left a string costs a
 # compile and an eval at start-up.
 import random
+from array import array
 from typing import Any
 
 import msgspec
@@ -74,8 +75,10 @@ class FailurePlan:
             self._added += 1
         self._scenario = self._added
         self._fired: dict[int, int] = {}
-        self._highest: dict[tuple[str, int], int] = {}
-        """The highest attempt asked so far at each (point, target)."""
+        self._highest: dict[str, array[int]] = {}
+        """The highest attempt asked so far at each point, by target (0: none; a target is
+        a page's id): an array of a point's targets is ~4 bytes a page, where a dict of
+        (point, target) keys was ~30 (a load test keeps thousands of sessions)."""
         self._rng = rng
         self._key_drawn: int | None = None
 
@@ -94,9 +97,13 @@ class FailurePlan:
 
     def check(self, point: str, *, target: int = 0, attempt: int = 1) -> Failure | None:
         """The failure that makes this attempt fail, or None."""
-        asked = (point, target)
-        if attempt > self._highest.get(asked, 0):
-            self._highest[asked] = attempt
+        asked = self._highest.get(point)
+        if asked is None:
+            asked = self._highest[point] = array("I")
+        if target >= len(asked):
+            asked.frombytes(bytes(asked.itemsize * (target + 1 - len(asked))))  # 0: not asked
+        if target >= 0 and attempt > asked[target]:
+            asked[target] = min(attempt, 0xFFFFFFFF)
         for index, failure in self._by_point.get(point, ()):
             if not failure.selects(target, attempt):
                 continue
@@ -156,9 +163,10 @@ class FailurePlan:
         """The highest attempt asked at ``point`` for ``target`` (0: any), when that is
         one number: an entry of every target counts each target's attempts apart, so it
         has one only while a single target was asked."""
+        highest = self._highest.get(point, ())
         if target:
-            return self._highest.get((point, target), 0)
-        asked = [n for (at, _), n in self._highest.items() if at == point]
+            return highest[target] if target < len(highest) else 0
+        asked = [n for n in highest if n]
         return asked[0] if len(asked) == 1 else (0 if not asked else None)
 
     def _draw(self, point: str, target: int, attempt: int, index: int) -> float:
