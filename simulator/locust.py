@@ -1,18 +1,19 @@
-"""zread sessions as Locust users: :class:`ZreadUser`, each task iteration one session.
+"""zread sessions as Locust users: :class:`ZreadUser`, each running its sessions one after another.
 
 Owns: :class:`ZreadUser`, a Locust ``User`` (abstract: a locustfile subclasses it) that
-runs one whole zread session per task iteration, answering its gates with
-:meth:`ZreadUser.answer` (the :class:`~simulator.tools.client.ReferenceClient`'s unless
-overridden), in one of two modes (each driven by :mod:`simulator.locust_user.drive`):
+runs zread sessions until it stops, answering their gates with :meth:`ZreadUser.answer`
+(the :class:`~simulator.tools.client.ReferenceClient`'s unless overridden), in one of two
+modes:
 
-- ``inprocess`` (default): a :class:`~simulator.core.session.Session` and its
-  :class:`~simulator.runners.output.OutputStage` driven by a
-  :class:`~simulator.runners.live.LiveSession` in the user's greenlet, sleeping with
-  ``gevent.sleep`` until its next wake-up; the lines it writes are read back as a client
-  reads them.
+- ``inprocess`` (default): :attr:`ZreadUser.side_by_side` sessions at once, each a
+  :class:`~simulator.core.session.Session` on the process's one timer heap
+  (:mod:`simulator.locust_user.inprocess`), the next begun when one ends; the lines a
+  session writes are read back as a client reads them, most of them by their envelope
+  (:attr:`ZreadUser.check_every`).
 - ``process``: the real ``zread`` console script of this environment (else
   ``python -m simulator``), ``COMMAND --stdio ARGS --scenario S --seed N --speed X``, over
-  its pipes (``gevent.subprocess``).
+  its pipes (``gevent.subprocess``, :func:`simulator.locust_user.drive.run_process`),
+  one at a time.
 
 What it tells Locust (``environment.events.request``): ``lateness`` named after the
 timer's trigger (how late it fired against its schedule, in ms; a process reports its
@@ -28,14 +29,20 @@ RSS with the number of live sessions (a greenlet, every :data:`SAMPLE_EVERY` s; 
 process mode the children's RSS counts too); its figure is (RSS at the highest sample -
 RSS before the first session) / sessions live at that sample. Workers send theirs to
 the master (``runner.send_message``); :func:`memory_figure` gives the run's,
-:func:`memory_line` says it, :func:`print_memory_at_exit` prints it after Locust's summary.
+:func:`memory_line` says it (both of :mod:`simulator.locust_user.memory`, re-exported),
+:func:`print_memory_at_exit` prints it after Locust's summary.
 
 With :attr:`ZreadUser.sessions_per_user` set, each user stops after that many sessions,
 and the run quits once every user has (workers tell the master). Locust's option
 ``--zread-sessions-per-user N`` (:data:`SESSIONS_OPTION`), given to the master (or the
 one process), overrides it: Locust hands a master's own options to its workers with
 every spawn, so the master's choice is every worker's, whatever a worker was started
-with.
+with; so does ``--zread-side-by-side K`` (:data:`SIDE_BY_SIDE_OPTION`) for
+:attr:`ZreadUser.side_by_side`.
+
+Two things of Locust's are set once a process, each for its figures' sake: a worker reads
+Locust's default options once (:func:`_read_defaults_once`), and what the garbage
+collector tracks is frozen out of its walks at every memory sample (:func:`_sampler`).
 
 Must not: be imported by any other module of the simulator: importing it imports
 Locust, which monkey-patches the process (gevent). Nor change a session's behaviour
@@ -51,7 +58,7 @@ import random
 import sys
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import gevent
@@ -63,12 +70,31 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from simulator.locust_user.drive import Plan, Prepared, Report, run_process
 from simulator.locust_user.inprocess import Fleet, warm_up
+from simulator.locust_user.memory import (
+    CHILDREN,
+    Memory,
+    memory_figure,
+    memory_line,
+    memory_of,
+    rss_with_children,
+)
 from simulator.tools.client import ReferenceClient
-from simulator.tools.load.memory import rss_kb
 
 if TYPE_CHECKING:
     from locust.env import Environment
     from locust.rpc.protocol import Message
+
+__all__ = [
+    "SAMPLE_EVERY",
+    "SEEDS_PER_WORKER",
+    "SESSIONS_OPTION",
+    "SIDE_BY_SIDE_OPTION",
+    "SessionFailed",
+    "ZreadUser",
+    "memory_figure",
+    "memory_line",
+    "print_memory_at_exit",
+]
 
 _SHARING = gevent.lock.Semaphore()
 """Held while the first user of a class builds what its users share."""
@@ -90,65 +116,7 @@ class SessionFailed(Exception):
 
 # -- the memory figure --------------------------------------------------------------------
 
-
-@dataclass
-class Memory:
-    """One process's memory samples (kB), or the master's sums of its workers'."""
-
-    before: int | None = None
-    peak: int = 0
-    live_at_peak: int = 0
-    live: int = 0
-    told: tuple[int, int] | None = None
-    """What the master (or this runner) was last told."""
-    parts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Master: each worker's (kB added at its peak, sessions live then)."""
-
-    def sample(self, rss: int | None) -> None:
-        if rss is not None and self.before is not None and self.live and rss > self.peak:
-            self.peak, self.live_at_peak = rss, self.live
-
-    def figure(self) -> tuple[int, int] | None:
-        """(kB added at the peak, sessions live then), summed over the workers."""
-        if self.parts:
-            return sum(a for a, _ in self.parts.values()), sum(n for _, n in self.parts.values())
-        return self.own()
-
-    def own(self) -> tuple[int, int] | None:
-        """This process's (kB added at the peak, sessions live then)."""
-        if self.before is None or not self.live_at_peak:
-            return None
-        return self.peak - self.before, self.live_at_peak
-
-
-_MEMORY: weakref.WeakKeyDictionary[Environment, Memory] = weakref.WeakKeyDictionary()
 _DONE: weakref.WeakKeyDictionary[Environment, list[int]] = weakref.WeakKeyDictionary()
-
-
-def _memory(environment: Environment) -> Memory:
-    memory = _MEMORY.get(environment)
-    if memory is None:
-        memory = _MEMORY[environment] = Memory()
-    return memory
-
-
-def memory_figure(environment: Environment) -> float | None:
-    """KB per live session: (RSS at the peak - RSS before the first session) / sessions
-    live at the peak, summed over the workers; None when nothing was measured."""
-    figure = _memory(environment).figure()
-    return None if figure is None or not figure[1] else figure[0] / figure[1]
-
-
-def memory_line(environment: Environment) -> str:
-    """The memory figure as one line of the run's summary."""
-    figure = _memory(environment).figure()
-    if figure is None or not figure[1]:
-        return "memory: not measured (no RSS sample with a session live)"
-    added, live = figure
-    return (
-        f"memory: {added / live:.1f} KB per live session "
-        f"({added:,} KB added over the RSS before the first session, {live:,} live at the peak)"
-    )
 
 
 def print_memory_at_exit() -> None:
@@ -171,7 +139,7 @@ def print_memory_at_exit() -> None:
 def _on_init(environment: Environment, runner: Runner | None = None, **_: Any) -> None:
     if runner is None:
         return
-    memory = _memory(environment)
+    memory = memory_of(environment)
     if not isinstance(runner, WorkerRunner):
 
         def on_memory(environment: Environment, msg: Message, **_: Any) -> None:
@@ -248,22 +216,11 @@ def _sampler(runner: Runner, memory: Memory) -> None:
 
 def _sample(runner: Runner | None, memory: Memory) -> None:
     """One sample; the master (or this runner) is told when the figure moved."""
-    memory.sample(_rss_with_children())
+    memory.sample(rss_with_children())
     figure = memory.own()
     if runner is not None and figure is not None and figure != memory.told:
         memory.told = figure
         runner.send_message("zread_memory", {"added": figure[0], "live": figure[1]})
-
-
-_CHILDREN: set[int] = set()
-"""The pids of the zread processes this process runs now (process mode)."""
-
-
-def _rss_with_children() -> int | None:
-    own = rss_kb()
-    if own is None:
-        return None
-    return own + sum(rss_kb(pid) or 0 for pid in list(_CHILDREN))
 
 
 # -- the user -------------------------------------------------------------------------------
@@ -345,9 +302,9 @@ class ZreadUser(User):
                 warm_up(prepared, cls.command, cls.args, cls.scenario)
             gc.collect()  # what exists now lives as long as the process: out of the
             gc.freeze()  # collector's walks, as a long-running host keeps it
-            memory = _memory(environment)
+            memory = memory_of(environment)
             if memory.before is None:
-                memory.before = _rss_with_children()
+                memory.before = rss_with_children()
             shared = _Shared(prepared, seeds)
             setattr(cls, "_zread_shared", shared)  # noqa: B010 (each subclass its own)
             return shared
@@ -384,7 +341,7 @@ class ZreadUser(User):
         self._started += 1
         seed = self.seed if self.seed is not None else next(shared.seeds)
         report = Report(self.command, self._fire)
-        memory = _memory(self.environment)
+        memory = memory_of(self.environment)
         memory.live += 1
         try:
             run_process(self._plan(), seed, report)
@@ -394,7 +351,7 @@ class ZreadUser(User):
         self._ended(report)
 
     def _in_process(self, shared: _Shared, prepared: Prepared) -> None:
-        memory = _memory(self.environment)
+        memory = memory_of(self.environment)
         fleet = Fleet(prepared)
         try:
             while True:
@@ -421,7 +378,7 @@ class ZreadUser(User):
         if type(self).answer is ZreadUser.answer:  # not overridden: a client a session
             answer = self.client.answer
         plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, answer)
-        plan.children = _CHILDREN
+        plan.children = CHILDREN
         return plan
 
     def _ended(self, report: Report) -> None:

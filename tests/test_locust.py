@@ -125,7 +125,7 @@ def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
     # Four users, one slow session each, all live together: the peak holds four.
     body = """
         from locust import events
-        from simulator.locust import _memory
+        from simulator.locust_user.memory import memory_of
 
         class Slow(ZreadUser):
             speed = 0.1
@@ -134,7 +134,7 @@ def test_memory_is_the_rss_added_per_live_session(tmp_path: Path) -> None:
 
         @events.quitting.add_listener
         def show(environment, **_):
-            m = _memory(environment)
+            m = memory_of(environment)
             added, live = m.figure()
             print(f"RAW {added} {live} {m.peak - m.before}")
 
@@ -204,7 +204,7 @@ def test_a_session_that_never_sleeps_still_times_out(tmp_path: Path) -> None:
 def test_process_mode_starts_its_own_zread_not_a_warm_servers(tmp_path: Path) -> None:
     # Handed to a warm server, a session's memory would be the server's, not counted.
     body = """
-        from simulator.locust import _CHILDREN
+        from simulator.locust_user.memory import CHILDREN
 
         class Processes(ZreadUser):
             mode = "process"
@@ -212,7 +212,7 @@ def test_process_mode_starts_its_own_zread_not_a_warm_servers(tmp_path: Path) ->
             sessions_per_user = 1
 
             def answer(self, event):
-                for pid in list(_CHILDREN):
+                for pid in list(CHILDREN):
                     try:
                         with open(f"/proc/{pid}/environ", "rb") as f:
                             names = [v.split(b"=")[0] for v in f.read().split(b"\\0")]

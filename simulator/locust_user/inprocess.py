@@ -4,8 +4,9 @@ Owns: :class:`GreenLoop` (what a :class:`~simulator.runners.aio.Hub` asks of its
 clock and callbacks at a time, served by one greenlet), :class:`Fleet` (the in-process
 sessions one Locust user runs side by side on the process's hub: each begun by
 :meth:`Fleet.start` and handed back by :meth:`Fleet.next_ended` once its run is over, or
-failed at its timeout), :func:`run_inprocess` (one session to its end) and
-:func:`warm_up` (a session whose figures are dropped, before the measured ones).
+failed at its timeout), :func:`process_hub` (the hub of this process's sessions),
+:func:`run_inprocess` (one session to its end) and :func:`warm_up` (a session whose
+figures are dropped, before the measured ones).
 
 One hub, not a greenlet a session: a parked greenlet costs ~6 KB and each of its timers a
 gevent timer and two switches; on one hub the timers of every session share one heap,
@@ -15,9 +16,10 @@ Locust user's greenlet only waits for its sessions' ends, so a user may run seve
 once and Locust's cost of a user (~10 KB) is paid once for them.
 
 A client answers an event once the call that wrote it is over (a callback of the loop),
-as a client's line comes after the event it read; an answer that raises fails its
-session, not the hub. A session left waiting for an answer that will not come (no timer
-due, none queued) fails as such.
+as a client's line comes after the event it read. An answer that raises fails its
+session, not the hub, and so does an error of the simulator's own in a session. A
+session left waiting for an answer that will not come (no timer due, none queued) fails
+as such.
 
 Must not: import Locust, nor change a session's behaviour (timers, bytes and faults are
 the session's).
@@ -126,6 +128,20 @@ def process_hub() -> Hub:
     return _HUB
 
 
+class _Live(LiveSession):
+    """A live session whose ticks, from the hub, are guarded: an error of the simulator's
+    own in one session fails that session (its report says so), not the hub's turn."""
+
+    __slots__ = ("client",)
+    client: _Client
+
+    def tick(self) -> None:
+        try:
+            super().tick()
+        except Exception as error:
+            self.client.fail(f"the simulator's own error: {type(error).__name__}: {error}")
+
+
 class _Client(Observer):
     """The endpoint and observer of one in-process session: it reads what the session
     writes as a client would, and feeds its answers back in a later turn."""
@@ -150,7 +166,7 @@ class _Client(Observer):
         self.report = report
         self.session = session
         self.deadline = report.started + plan.timeout
-        self.live: LiveSession | None = None
+        self.live: _Live | None = None
         self.pending = b""
         self.answers: list[bytes] = []  # a few at most: a list is 56 bytes, a deque 632
         self.fed_at_send = 0
@@ -225,7 +241,11 @@ class _Client(Observer):
             line = self.answers.pop(0)
             self.fed_at_send = session.fed
             report.sent(line[:-1], time.monotonic())
-            live.received(line)
+            try:
+                live.received(line)
+            except Exception as error:
+                self.fail(f"the simulator's own error: {type(error).__name__}: {error}")
+                return
         else:
             if self.answers:
                 self._feed_soon()  # the rest in a later turn
@@ -283,7 +303,8 @@ class Fleet:
         host = EffectHost.for_scenario(prepared.scenario, seed=seed)
         # The client tells the hub what it must hear (a call over, the run's end) itself:
         # a Channel would tell both through an Observers, on each of the 58 events.
-        live = LiveSession(session, stage, client, clock=self.hub.time, host=host, observer=client)
+        live = _Live(session, stage, client, clock=self.hub.time, host=host, observer=client)
+        live.client = client
         client.live = live
         self.running.add(client)
         client.live.start()

@@ -12,6 +12,10 @@ Hand-written, not generated: the checks are the charts' data read the way
 chart's ``_start`` state is never shown), so they are derived from the compiled charts
 and their vm Structs here rather than from a schema, which the charts do not have.
 
+Over 400 lines, for a reason: one check, fed an event in full or by its envelope
+(:meth:`Checker.feed_envelope`, a load test's), judges both from the same rules; split,
+a rule would be read in two modules.
+
 Must not: read or write a file, run a program, or print (the caller says where a
 report goes); show a secret in a report. Must not be imported by the core, scenarios,
 runners or hosts.

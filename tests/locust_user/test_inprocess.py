@@ -167,3 +167,22 @@ def test_a_callback_that_raises_is_said_and_the_loop_goes_on(
     gevent.sleep(0.05)
     assert ran == [1]
     assert "internal error in a session: ValueError('bad')" in capsys.readouterr().err
+
+
+def test_an_error_of_the_simulators_own_fails_its_session_and_not_the_hub(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simulator.locust_user.drive import TimedSession
+
+    def broken(self: TimedSession, timer: Any, out: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(TimedSession, "_due", broken)
+    report = _report([])
+    plan = _plan(args=("-y",), scenario="default", speed=0.0)
+    run_inprocess(plan, Prepared.of("generate", ("-y",), "default"), 0, report)
+    assert report.problem == "the simulator's own error: RuntimeError: a bug"
+    monkeypatch.undo()
+    after = _report([])
+    run_inprocess(plan, Prepared.of("generate", ("-y",), "default"), 1, after)
+    assert after.problem == "" and after.done_at is not None  # the hub goes on
