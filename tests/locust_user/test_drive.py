@@ -6,35 +6,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from simulator.locust_user.drive import (
     PROCESS_TIMERS,
-    Plan,
     Report,
     read_lateness,
     run_process,
     zread_argv,
 )
-from simulator.tools.client import ReferenceClient
+from tests.locust_user.plans import Figure
+from tests.locust_user.plans import plan as _plan
+from tests.locust_user.plans import report as _report
 
 pytestmark = pytest.mark.timeout(60)
-
-Figure = tuple[str, str, float, str]
-
-
-def _plan(answer: Any = None, **kw: Any) -> Plan:
-    client = ReferenceClient()
-    fields: dict[str, Any] = {"command": "generate", "args": (), "scenario": "flaky-pages"}
-    fields.update(speed=0.02, timeout=30.0, answer=answer or client.answer)
-    fields.update(kw)
-    return Plan(**fields)
-
-
-def _report(figures: list[Figure]) -> Report:
-    return Report("generate", lambda *figure: figures.append(figure))
 
 
 def test_a_process_session_is_answered_over_its_pipes() -> None:

@@ -13,25 +13,13 @@ from typing import Any
 import gevent
 import pytest
 
-from simulator.locust_user.drive import Plan, Prepared, Report
+from simulator.locust_user.drive import Prepared, Report
 from simulator.locust_user.inprocess import Fleet, GreenLoop, process_hub, run_inprocess
-from simulator.tools.client import ReferenceClient
+from tests.locust_user.plans import Figure
+from tests.locust_user.plans import plan as _plan
+from tests.locust_user.plans import report as _report
 
 pytestmark = pytest.mark.timeout(60)
-
-Figure = tuple[str, str, float, str]
-
-
-def _plan(answer: Any = None, **kw: Any) -> Plan:
-    client = ReferenceClient()
-    fields: dict[str, Any] = {"command": "generate", "args": (), "scenario": "flaky-pages"}
-    fields.update(speed=0.02, timeout=30.0, answer=answer or client.answer)
-    fields.update(kw)
-    return Plan(**fields)
-
-
-def _report(figures: list[Figure], **kw: Any) -> Report:
-    return Report("generate", lambda *figure: figures.append(figure), **kw)
 
 
 def test_an_in_process_session_reports_each_timer_command_and_itself() -> None:
