@@ -125,6 +125,10 @@ EXAMPLES = Examples(
 )
 
 
+ANSWERS = frozenset({"select_version", "quit"})
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: the current version (else the newest), quit once served."""
     if "select_version" in waiting:

@@ -33,6 +33,10 @@ ABOUT = (
 )
 
 
+ANSWERS = frozenset({"update_fields"})
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: change one field, then save."""
     if "update_fields" not in waiting:

@@ -116,6 +116,10 @@ EXAMPLES = Examples(
 )
 
 
+ANSWERS = frozenset({"select_action", "retry_catalog", "retry"})
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: resume a draft, else generate; retry each failed page and the
     catalog once, then give up (``skip_all``, ``quit``), so a run always ends."""

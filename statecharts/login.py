@@ -56,6 +56,10 @@ EXAMPLES = Examples(
 )
 
 
+ANSWERS = frozenset({"select_region", "select_model"})
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: the global region, then the first model offered."""
     if "select_region" in waiting:

@@ -41,6 +41,10 @@ EXAMPLES = Examples(
 )
 
 
+ANSWERS = frozenset({"download", "restart"})
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """A sensible client: download the update, then restart into it."""
     if "download" in waiting:

@@ -24,6 +24,10 @@ HELP = "Print the version of Zread."
 ABOUT = "Prints the version: one internal transition from start-up to done."
 
 
+ANSWERS: frozenset[str] = frozenset()
+"""The gates :func:`answer` answers: it is asked only when an event offers one."""
+
+
 def answer(waiting: list[str], vm: Mapping[str, Any], memory: dict[str, Any]) -> Answer:
     """Nothing to answer: the first event is the last."""
     return None

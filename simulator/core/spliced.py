@@ -69,7 +69,11 @@ class SplicedList(Generic[S]):
             fragment = b"[" + b",".join(parts) + b"]"
             self._mark = (0, 1)
         elif dirty:
-            fragment = self._splice(fragment, dirty if len(dirty) == 1 else sorted(set(dirty)))
+            if len(dirty) == 1 or (len(dirty) == 2 and dirty[0] == dirty[1]):
+                changed = dirty[:1]  # one item, maybe edited twice: the common event
+            else:
+                changed = sorted(set(dirty))
+            fragment = self._splice(fragment, changed)
         self._fragment = fragment
         dirty.clear()
         return fragment

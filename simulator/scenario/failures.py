@@ -100,8 +100,9 @@ class FailurePlan:
         asked = self._highest.get(point)
         if asked is None:
             asked = self._highest[point] = array("I")
-        if target >= len(asked):
-            asked.frombytes(bytes(asked.itemsize * (target + 1 - len(asked))))  # 0: not asked
+        if target >= len(asked):  # grown to twice the targets at least: a page at a time
+            more = max(target + 1, 2 * len(asked)) - len(asked)
+            asked.frombytes(bytes(asked.itemsize * more))  # 0: not asked
         if target >= 0 and attempt > asked[target]:
             asked[target] = min(attempt, 0xFFFFFFFF)
         for index, failure in self._by_point.get(point, ()):

@@ -40,7 +40,8 @@ class ReferenceClient:
             command_module(c) for c in ((command,) if command else COMMANDS)
         )
         """The modules asked, in turn: ``command``'s alone when given (a run of a known
-        command, as a load test's), else every command's."""
+        command, as a load test's), else every command's. A module is asked only when the
+        event offers a gate of its ``ANSWERS`` (all of them, without one)."""
 
     def answer(self, event: Mapping[str, Any]) -> bytes | None:
         """The command for this event's gate, or None when it asks for nothing (an event
@@ -49,8 +50,13 @@ class ReferenceClient:
         waiting = event.get("waiting_for")
         if not waiting or event.get("done") or event.get("error"):
             return None
-        vm = _Vm(event)
+        vm: Mapping[str, Any] | None = None
         for module in self._modules:
+            gates = getattr(module, "ANSWERS", None)
+            if gates is not None and gates.isdisjoint(waiting):
+                continue
+            if vm is None:  # (not ``vm or``: a Mapping's truth would decode it)
+                vm = _Vm(event)
             answer = module.answer(waiting, vm, self.memory)
             if answer is not None:
                 kind, params = answer

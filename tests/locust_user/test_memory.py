@@ -52,8 +52,12 @@ def test_the_figure_and_its_line() -> None:
 def test_the_rss_counts_the_children_running_now() -> None:
     own = memory.rss_with_children()
     assert own is not None and own > 0
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"  # it runs
         memory.CHILDREN.add(child.pid)
         with_child = memory.rss_with_children()
         assert with_child is not None and with_child > own + 1000  # a Python's RSS
@@ -61,4 +65,5 @@ def test_the_rss_counts_the_children_running_now() -> None:
         memory.CHILDREN.discard(child.pid)
         child.kill()
         child.wait()
+        child.stdout.close()
     assert os.getpid() not in memory.CHILDREN

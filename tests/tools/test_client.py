@@ -19,7 +19,7 @@ from simulator.runners.virtual import SimSession, SimulationError
 from simulator.runners.virtual import start as virtual_start
 from simulator.scenario import builtin_names, load_scenario
 from simulator.tools.client import ReferenceClient, command_line
-from statecharts import COMMANDS
+from statecharts import COMMANDS, command_module, load_chart
 
 
 def event(waiting_for: list[str], **vm: Any) -> dict[str, Any]:
@@ -242,3 +242,19 @@ def test_a_client_of_one_command_asks_that_module_alone_and_reads_the_vm_only_at
     }
     assert "vm" in looked
     assert ReferenceClient("login").answer(gate) is None  # not login's gate
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_module_answers_nothing_where_the_event_offers_none_of_its_answers(command: str) -> None:
+    # The reference client skips a module whose ANSWERS an event does not offer: true of
+    # every gate its chart has, with or without the vm.
+    module = command_module(command)
+    gates = getattr(module, "ANSWERS", None)
+    if gates is None:
+        pytest.skip(f"{command} declares no ANSWERS: asked at every gate")
+    chart = load_chart(command)
+    offered = {spec.waiting_for for spec in chart.states.values() if spec.waiting_for}
+    for waiting in offered:
+        if gates.isdisjoint(waiting):
+            assert module.answer(list(waiting), {}, {}) is None, (command, waiting)
+    assert all(any(gate in w for w in offered) for gate in gates)  # each one offered
