@@ -1,7 +1,8 @@
 """Capacity: N concurrent ``generate -y`` sessions on P processes, in real time, on Locust.
 
-Runs ``zread-sim load generate --sessions N --processes P --duration D`` (N Locust users,
-each running in-process sessions one after another, spread over P worker processes) and
+Runs ``zread-sim load generate --sessions N --processes P --duration D`` (N sessions at
+once, in-process, run by Locust users of up to ten each on P worker processes, each user
+beginning a session when one ends) and
 reads back Locust's CSV statistics and the memory line the command prints.
 
 Reported: p99 lateness of the timers (the highest p99 of any trigger, and the p99 of
@@ -63,7 +64,7 @@ def main() -> None:
     p99 = max(late.values()) if late else None
     kb = float(memory.group(1)) if memory else None
     print(
-        f"{args.sessions} users on {args.processes} processes, {args.pages} pages, "
+        f"{args.sessions} sessions on {args.processes} processes, {args.pages} pages, "
         f"speed {args.speed:g}, ramp {args.ramp:g} s, {args.duration:g} s"
     )
     if sessions is not None:

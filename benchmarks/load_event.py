@@ -10,7 +10,7 @@ of the rounds given:
 - **load**: the sessions as ``zread-sim load`` runs them in a Locust worker
   (:class:`simulator.locust_user.inprocess.Fleet`, users of ten side by side on the
   process's hub, every event read back and answered by the reference client, judged
-  by the conformance check, one session in ten in full), its figures handed to a
+  by the conformance check, one session in 50 in full), its figures handed to a
   callback that keeps nothing;
 - **load + Locust**: the same, its figures fired as Locust requests
   (``environment.events.request``, counted by a local runner's statistics): what a
@@ -20,6 +20,7 @@ Target: load + Locust <= 25 us an event. CPU time, not wall time: compare the fi
 one run only (the machine's speed moves between runs).
 
     python benchmarks/load_event.py [--rounds 5] [--sessions 500] [--pages 50]
+                                    [--check-every 50]
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ from locust import User, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, Runner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from simulator.locust_user.drive import Plan, Prepared, Report, run_process
 from simulator.locust_user.inprocess import Fleet, warm_up
@@ -227,7 +228,9 @@ def _sample(runner: Runner | None, memory: Memory) -> None:
 
 
 class ZreadUser(User):
-    """A Locust user whose every task iteration is one zread session; see the module
+    """A Locust user that runs zread sessions: in process mode one a task iteration; in
+    process, :attr:`side_by_side` at once in one task that lasts until the user stops
+    (its sessions all reported, or a graceful stop's sessions run out). See the module
     docstring. Subclass it in a locustfile and set the class attributes."""
 
     abstract = True
@@ -332,12 +335,19 @@ class ZreadUser(User):
         return max(1, self.side_by_side if given is None else int(given))
 
     def _may_start(self) -> bool:
+        """Another session may begin: within :attr:`sessions_per_user`, and not while
+        Locust stops the user gracefully (``--stop-timeout``, a shape ramping down: it
+        ends the sessions running, then the user)."""
+        if self._state == LOCUST_STATE_STOPPING:
+            return False
         per_user = self._per_user()
         return per_user is None or self._started < per_user
 
     def _one_process(self, shared: _Shared) -> None:
+        if self._state == LOCUST_STATE_STOPPING:
+            return  # a graceful stop: no new process
         if not self._may_start():
-            self._stopped()  # sessions_per_user = 0: it ran none
+            self._stopped()  # it ran its sessions_per_user (0: it ran none)
         self._started += 1
         seed = self.seed if self.seed is not None else next(shared.seeds)
         report = Report(self.command, self._fire)
@@ -346,8 +356,10 @@ class ZreadUser(User):
         try:
             run_process(self._plan(), seed, report)
         finally:
-            _sample(self.environment.runner, memory)
-            memory.live -= 1
+            try:
+                _sample(self.environment.runner, memory)
+            finally:
+                memory.live -= 1
         self._ended(report)
 
     def _in_process(self, shared: _Shared, prepared: Prepared) -> None:
@@ -360,23 +372,36 @@ class ZreadUser(User):
                     seed = self.seed if self.seed is not None else next(shared.seeds)
                     every = max(1, self.check_every)
                     report = Report(self.command, self._fire, in_full=seed % every == 0)
-                    memory.live += 1
                     fleet.start(self._plan(), seed, report)
+                    memory.live += 1
                 if not fleet.running:
+                    if self._state == LOCUST_STATE_STOPPING:
+                        return  # a graceful stop: Locust ends the user after its task
                     self._stopped()
                 report = fleet.next_ended()
-                _sample(self.environment.runner, memory)
-                memory.live -= 1
+                try:
+                    _sample(self.environment.runner, memory)
+                finally:
+                    memory.live -= 1
                 self._ended(report)
         finally:
             memory.live -= len(fleet.running)
             fleet.close()
 
     def _plan(self) -> Plan:
-        self.client = ReferenceClient(self.command)
-        answer = self.answer
-        if type(self).answer is ZreadUser.answer:  # not overridden: a client a session
-            answer = self.client.answer
+        """A session's plan, with a reference client of its own: the answer's, or, for an
+        answer that overrides it, the one ``super().answer`` (``self.client``) finds while
+        it answers this session's events (a user's sessions side by side each keep their
+        own retries)."""
+        client = self.client = ReferenceClient(self.command)
+        answer = client.answer
+        if type(self).answer is not ZreadUser.answer:
+            overridden = self.answer
+
+            def answer(event: Mapping[str, Any]) -> bytes | None:
+                self.client = client
+                return overridden(event)
+
         plan = Plan(self.command, self.args, self.scenario, self.speed, self.timeout, answer)
         plan.children = CHILDREN
         return plan

@@ -226,3 +226,96 @@ def test_process_mode_starts_its_own_zread_not_a_warm_servers(tmp_path: Path) ->
     assert code == 0, out
     assert count(rows, "session", "generate") == (1, 0)
     assert "COLD" in out and "SERVER" not in out
+
+
+def test_a_masters_side_by_side_reaches_its_workers_and_each_session_is_reported(
+    tmp_path: Path,
+) -> None:
+    # The class says one at a time; the master's option says three, for each worker.
+    body = """
+        from locust import events
+
+        class Three(ZreadUser):
+            speed = 0.02
+            sessions_per_user = 3
+
+            def _side_by_side(self):
+                at_once = super()._side_by_side()
+                print(f"side by side: {at_once}", flush=True)
+                return at_once
+        """
+    options = ["-u", "2", "-r", "10", "-t", "40s", "--processes", "2"]
+    code, out, rows = locust(tmp_path, body, *options, "--zread-side-by-side", "3")
+    assert code == 0, out
+    assert "side by side: 3" in out and "side by side: 1" not in out
+    assert count(rows, "session", "generate") == (6, 0)  # 2 users x 3, on 2 workers
+
+
+def test_sessions_side_by_side_keep_their_own_retries_through_super_answer(
+    tmp_path: Path,
+) -> None:
+    # failing-pages fails pages for good; the reference client retries each once, per
+    # session: a client shared by the sessions would skip the retries another one made.
+    body = """
+        class Overridden(ZreadUser):
+            args = ()
+            scenario = "failing-pages"
+            speed = 0.02
+            side_by_side = 4
+            sessions_per_user = 4
+
+            def answer(self, event):
+                return super().answer(event)
+        """
+    code, out, rows = locust(tmp_path, body, "-u", "1", "-r", "10", "-t", "40s")
+    assert code == 0, out
+    assert count(rows, "session", "generate") == (4, 0)
+    alone = subprocess.run(  # one session of each seed, its retries counted alone
+        [sys.executable, "-c", RETRIES, "0", "1", "2", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert int(alone.stdout) == 8  # two a session
+    assert count(rows, "command", "retry")[0] == int(alone.stdout)
+
+
+RETRIES = """
+import sys
+from simulator.runners.virtual import SimulationError, start
+from simulator.tools.client import ReferenceClient
+total = 0
+for seed in map(int, sys.argv[1:]):
+    sim, client = start("generate", scenario="failing-pages", seed=seed), ReferenceClient()
+    while True:
+        try:
+            event = sim.wait_for(lambda _: True)
+        except SimulationError:
+            break
+        line = client.answer(event)
+        if line is not None and event is sim.last:
+            total += line.startswith(b'{"type":"retry"')
+            sim.send_line(line[:-1])
+    assert sim.done
+    sim.close()
+print(total)
+"""
+
+
+def test_a_graceful_stop_ends_the_sessions_running_and_starts_no_more(tmp_path: Path) -> None:
+    # Sessions of ~1.5 s, two at a time; the run stops at 3 s with 30 s to end in: the
+    # users end what runs, begin nothing, and stop long before Locust would kill them.
+    body = """
+        class Slow(ZreadUser):
+            speed = 0.1
+            side_by_side = 2
+        """
+    began = time.monotonic()
+    code, out, rows = locust(
+        tmp_path, body, "-u", "2", "-r", "10", "-t", "3s", "--stop-timeout", "30"
+    )
+    assert code == 0, out
+    assert time.monotonic() - began < 25, out  # not killed at the stop timeout
+    ended, failed = count(rows, "session", "generate")
+    assert ended >= 4 and failed == 0

@@ -13,8 +13,11 @@ keys come in the order ``vm``, ``waiting_for``, ``done``, ``error``; nothing aft
 ``waiting_for`` is an object, whose keys alone are followed by a colon, and a JSON string
 holds no bare quote, so no later ``,"waiting_for":`` can stand in a well-formed line.
 What follows it is decoded by msgspec as an object of its own; anything else (another
-layout, another order, a line that is not JSON there) gives None, and the caller decodes
-the whole line.
+layout, another order, a line that is not JSON there, a byte before it that does not
+close an object) gives None, and the caller decodes the whole line. What stands between
+``{"vm":`` and the head is taken for the vm and not read: a key between the vm and
+``waiting_for`` whose value is an object, or a vm that is not JSON, is seen only by a
+decoding of the whole line.
 
 Must not: change a line, or decode more of it than is looked at.
 """
@@ -38,7 +41,7 @@ def read_head(line: bytes) -> dict[str, Any] | None:
     is laid out as zread writes it (its vm an object first), or None. The line may end in
     its newline."""
     cut = line.rfind(_KEY)
-    if cut < 0 or not line.startswith(b'{"vm":{'):
+    if cut < 1 or line[cut - 1] != 0x7D or not line.startswith(b'{"vm":{'):  # 0x7D: "}"
         return None
     try:
         head = _decode(b"{" + line[cut + 1 :])

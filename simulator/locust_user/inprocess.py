@@ -82,7 +82,7 @@ class GreenLoop:
     def call_at(self, when: float, callback: Callable[[], object], /) -> _Handle:
         handle = _Handle(callback)
         heapq.heappush(self._heap, (when, next(self._seq), handle))
-        if self._greenlet is None:
+        if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._run)
         elif when < self._until:
             self._wake.set()
@@ -113,7 +113,9 @@ class GreenLoop:
                 continue
             try:
                 handle.callback()
-            except Exception as error:  # the simulator's own bug: said, and the rest go on
+            except (gevent.GreenletExit, KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as error:  # said, and the rest go on (a gevent.Timeout too)
                 sys.stderr.write(f"zread-sim load: internal error in a session: {error!r}\n")
 
 
@@ -193,12 +195,19 @@ class _Client(Observer):
     def _answer(self, event: Mapping[str, Any]) -> None:
         try:
             answer = self.plan.answer(event)
-        except Exception as error:
+        except (gevent.GreenletExit, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # the answer policy's fault, a gevent.Timeout too
             self.fail(f"the answer to an event raised {type(error).__name__}: {error}")
             return
-        if answer is not None:
-            self.answers.append(answer if answer.endswith(b"\n") else answer + b"\n")
-            self._feed_soon()
+        if answer is None:
+            return
+        if not isinstance(answer, bytes | bytearray):
+            self.fail(f"the answer to an event is a {type(answer).__name__}, not bytes")
+            return
+        line = bytes(answer)
+        self.answers.append(line if line.endswith(b"\n") else line + b"\n")
+        self._feed_soon()
 
     def stderr(self, line: str) -> None:
         pass
@@ -240,8 +249,8 @@ class _Client(Observer):
                 break
             line = self.answers.pop(0)
             self.fed_at_send = session.fed
-            report.sent(line[:-1], time.monotonic())
             try:
+                report.sent(line[:-1], time.monotonic())
                 live.received(line)
             except Exception as error:
                 self.fail(f"the simulator's own error: {type(error).__name__}: {error}")
@@ -307,7 +316,10 @@ class Fleet:
         live.client = client
         client.live = live
         self.running.add(client)
-        client.live.start()
+        try:
+            live.start()
+        except Exception as error:  # the session fails; its fleet goes on
+            client.fail(f"the simulator's own error: {type(error).__name__}: {error}")
 
     def ended(self, client: _Client) -> None:
         self._over.append(client)

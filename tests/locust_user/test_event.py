@@ -40,6 +40,9 @@ def test_the_head_is_read_off_the_end_of_the_line_whatever_the_strings_hold() ->
         b'{"vm":{},"waiting_for":[],"done":true,"error":"","more":1}',
         b'{"vm":{},"waiting_for":[],"done":tru',  # cut short
         b'{"vm":{},"done":true,"error":""}',
+        b'{"vm":{},"extra":1,"waiting_for":[],"done":true,"error":""}',  # a key before it
+        b'{"vm":{},"done":false,"waiting_for":[],"done":true,"error":""}',
+        b'{"vm":{}} garbage ,"waiting_for":[],"done":true,"error":""}',
         b"",
     ],
 )
@@ -48,7 +51,7 @@ def test_a_line_not_laid_out_as_zread_writes_its_envelope_has_no_head(line: byte
 
 
 def test_an_event_decodes_its_vm_only_when_looked_at() -> None:
-    broken = b'{"vm":{"state":,"waiting_for":[],"done":true,"error":""}'
+    broken = b'{"vm":{"state":x},"waiting_for":[],"done":true,"error":""}'
     head = read_head(broken)
     assert head is not None
     event = Event(broken, head)

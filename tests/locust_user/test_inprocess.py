@@ -105,7 +105,7 @@ def test_a_session_past_its_timeout_fails_and_is_ended() -> None:
     assert time.monotonic() - began < 5
 
 
-def test_a_closed_fleet_leaves_no_timer_on_the_hub() -> None:
+def test_a_closed_fleet_leaves_no_wakeup_on_the_hub_and_lets_go_of_its_sessions() -> None:
     prepared = Prepared.of("generate", ("-y",), "default")
     fleet = Fleet(prepared)
     fleet.start(_plan(args=("-y",), scenario="default", speed=1.0), 0, _report([]))
@@ -174,3 +174,80 @@ def test_an_error_of_the_simulators_own_fails_its_session_and_not_the_hub(
     after = _report([])
     run_inprocess(plan, Prepared.of("generate", ("-y",), "default"), 1, after)
     assert after.problem == "" and after.done_at is not None  # the hub goes on
+
+
+def test_an_error_in_a_sessions_first_event_fails_it_and_not_its_fleet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simulator.locust_user.drive import TimedSession
+
+    start = TimedSession.start
+
+    def broken_for_seed_1(self: TimedSession) -> Any:
+        if self.runtime.seed == 1:
+            raise RuntimeError("no first event")
+        return start(self)
+
+    monkeypatch.setattr(TimedSession, "start", broken_for_seed_1)
+    fleet = Fleet(Prepared.of("generate", ("-y",), "default"))
+    reports = [_report([]) for _ in range(3)]
+    try:
+        for seed, report in enumerate(reports):
+            fleet.start(_plan(args=("-y",), scenario="default", speed=0.0), seed, report)
+        ended = [fleet.next_ended() for _ in range(3)]
+    finally:
+        fleet.close()
+    assert sorted(map(id, ended)) == sorted(map(id, reports))
+    assert reports[1].problem == "the simulator's own error: RuntimeError: no first event"
+    assert reports[0].problem == reports[2].problem == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (lambda event: '{"type":"quit"}', "the answer to an event is a str, not bytes"),
+        (lambda event: gevent.sleep(5), "the answer to an event raised Timeout: 0.01 seconds"),
+    ],
+)
+def test_an_answer_of_the_wrong_kind_or_that_times_out_fails_its_session(
+    answer: Any, problem: str
+) -> None:
+    def timed(event: Mapping[str, Any]) -> Any:
+        with gevent.Timeout(0.01):
+            return answer(event)
+
+    report = _report([])
+    run_inprocess(
+        _plan(timed, scenario="default", speed=0.0),
+        Prepared.of("generate", (), "default"),
+        0,
+        report,
+    )
+    assert report.problem == problem
+    after = _report([])
+    run_inprocess(
+        _plan(args=("-y",), scenario="default", speed=0.0),
+        Prepared.of("generate", ("-y",), "default"),
+        1,
+        after,
+    )
+    assert after.problem == "" and after.done_at is not None  # the hub goes on
+
+
+def test_the_green_loop_outlives_a_timeout_and_comes_back_if_killed() -> None:
+    loop = GreenLoop()
+    ran: list[int] = []
+
+    def times_out() -> None:
+        raise gevent.Timeout(0)
+
+    loop.call_soon(times_out)
+    loop.call_soon(lambda: ran.append(1))
+    gevent.sleep(0.02)
+    assert ran == [1]
+    greenlet = loop._greenlet
+    assert greenlet is not None
+    greenlet.kill()
+    loop.call_soon(lambda: ran.append(2))  # a dead loop's greenlet is started again
+    gevent.sleep(0.02)
+    assert ran == [1, 2]

@@ -247,7 +247,7 @@ def test_a_client_of_one_command_asks_that_module_alone_and_reads_the_vm_only_at
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_module_answers_nothing_where_the_event_offers_none_of_its_answers(command: str) -> None:
     # The reference client skips a module whose ANSWERS an event does not offer: true of
-    # every gate its chart has, with or without the vm.
+    # every gate its chart has (the answer given no vm at all).
     module = command_module(command)
     gates = getattr(module, "ANSWERS", None)
     if gates is None:

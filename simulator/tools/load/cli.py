@@ -38,8 +38,11 @@ MAX_COUNT = 100_000_000
 
 SIDE_BY_SIDE = 10
 """In-process: the most sessions one Locust user runs at once. ``--sessions N`` is run
-by N / k users of k sessions each, k the largest divisor of N up to this: Locust's cost
-of a user (a greenlet and its state, ~10 KB) is then paid once for k sessions."""
+by N / k users of k sessions each, k the largest divisor of N up to this that leaves
+:data:`USERS_AT_LEAST` users (or N, if fewer) and one a process: Locust's cost of a user
+(a greenlet and its state, ~10 KB) is then paid once for k sessions, while a small run
+keeps a user a session (its ramp starts each at its moment) and every process has one."""
+USERS_AT_LEAST = 100
 MAX_PORT = 65535
 SESSIONS_OPTION = "--zread-sessions-per-user"
 """Locust's option of :mod:`simulator.locust` (not imported here: it imports Locust)."""
@@ -113,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
         type=number(0, False),
         default=0.0,
         metavar="SECONDS",
-        help="start the N sessions over SECONDS (spawn rate N/SECONDS; default: at once)",
+        help="start the N sessions over SECONDS (their users at users/SECONDS a second; "
+        "default: at once)",
     )
     parser.add_argument(
         "--duration",
@@ -232,9 +236,12 @@ def _check_roles(args: argparse.Namespace) -> None:
 def side_by_side(run: LoadRun) -> int:
     """The sessions each Locust user of ``run`` runs at once (see :data:`SIDE_BY_SIDE`);
     1 in process mode. A master passes it to its workers (:data:`SIDE_BY_SIDE_OPTION`)."""
-    if run.mode != "inprocess" or not run.sessions:
+    sessions = run.sessions
+    if run.mode != "inprocess" or not sessions:
         return 1
-    return max(k for k in range(1, SIDE_BY_SIDE + 1) if run.sessions % k == 0)
+    users = max(min(sessions, USERS_AT_LEAST), run.processes or 1)
+    fits = [k for k in range(1, SIDE_BY_SIDE + 1) if sessions % k == 0 and sessions // k >= users]
+    return max(fits, default=1)
 
 
 def locustfile(run: LoadRun) -> str:

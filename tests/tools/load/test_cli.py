@@ -74,8 +74,8 @@ def test_the_options_map_to_locusts() -> None:
     run = parse_args(["generate", "--sessions", "10", "--ramp", "5", "--duration", "30", "-y"])
     argv = locust_argv(run, "f.py")
     assert argv[1:5] == ["-m", "locust", "-f", "f.py"]
-    # 10 sessions: 1 user of 10 side by side, started over the ramp.
-    assert argv[5:] == ["--users", "1", "--spawn-rate", "0.2", "--zread-side-by-side", "10"] + [
+    # 10 sessions: 10 users of one (a small run keeps a user a session), over the ramp.
+    assert argv[5:] == ["--users", "10", "--spawn-rate", "2.0", "--zread-side-by-side", "1"] + [
         "--headless",
         "--run-time",
         "30s",
@@ -87,18 +87,27 @@ def test_the_options_map_to_locusts() -> None:
     assert "args = ('-y',)" in text and "sessions_per_user" not in text
     compile(text, "locustfile", "exec")
     once = locust_argv(parse_args(["generate", "--sessions", "2"]), "f")
-    assert once[-2:] == ["--zread-sessions-per-user", "2"]  # a user's 2, once
+    assert once[-2:] == ["--zread-sessions-per-user", "1"]  # each user's one, once
 
 
 @pytest.mark.parametrize(
-    ("sessions", "mode", "users", "each"),
-    [(10_000, "inprocess", 1000, 10), (21, "inprocess", 3, 7), (13, "inprocess", 13, 1)]
-    + [(10, "process", 10, 1)],
+    ("sessions", "extra", "users", "each"),
+    [
+        (10_000, [], 1000, 10),
+        (10_000, ["--processes", "2"], 1000, 10),
+        (200, [], 100, 2),  # at least 100 users
+        (210, [], 105, 2),
+        (1001, [], 143, 7),
+        (997, [], 997, 1),  # a prime: a user a session
+        (21, [], 21, 1),  # fewer than 100: a user a session
+        (2000, ["--processes", "400"], 400, 5),  # a user for every process
+        (10, ["--mode", "process"], 10, 1),
+    ],
 )
 def test_sessions_are_run_by_users_of_up_to_ten_side_by_side(
-    sessions: int, mode: str, users: int, each: int
+    sessions: int, extra: list[str], users: int, each: int
 ) -> None:
-    run = parse_args(["generate", "--sessions", str(sessions), "--mode", mode, "--ramp", "2"])
+    run = parse_args(["generate", "--sessions", str(sessions), "--ramp", "2", *extra])
     assert side_by_side(run) == each
     argv = locust_argv(run, "f")
     assert _after(argv, "--users") == str(users)
