@@ -9,7 +9,8 @@ descriptors and closes them when the run ends, as a process's exit closes its ow
 reader of its stdout then sees the end (after a kill, at once: /dev/null takes their
 place before the thread has stopped). Its signals: :meth:`ServedCall.signal` does to
 the run what the signal does to the process (SIGTERM, SIGINT and SIGHUP quit, SIGKILL
-and the other deadly ones end it at once, the rest are ignored), through the
+and the other deadly ones end it at once, its locks let go by the time it counts as
+exited, the rest are ignored), through the
 :class:`~simulator.runners.stdio.ProcessRunner` the session hands over
 (:data:`simulator.cli.session.IN_PROCESS`). What a ``Popen`` makes of it is
 :mod:`simulator.popen`'s.
@@ -48,6 +49,9 @@ IGNORED = frozenset(
     }
 )
 """Signals whose default action does not end a process; a served run ignores them."""
+KILL_GRACE = 2.0
+"""Seconds a killed run's thread has to stop (it stops at its next step, within ms)
+before the run counts as exited all the same."""
 
 
 class ServedCall:
@@ -163,7 +167,13 @@ class ServedCall:
         if runner is not None:
             _deliver(runner, signum)
         if deadly:
-            self._exited(-signum)  # dead to its parent now; the thread lets go when it can
+            # A killed process has let go of what it held (its descriptors, and so its
+            # locks: a draft it held is stale to the next run) before its parent can wait
+            # for it: the thread is given KILL_GRACE to stop, then it is dead to its
+            # parent whatever it still does.
+            if threading.current_thread() is not self._thread:
+                self._thread.join(KILL_GRACE)
+            self._exited(-signum)
 
     def _cut_off(self, signum: int) -> None:
         """Put /dev/null in place of the run's descriptors, as a killed process's are
