@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from simulator.runners.virtual import start as virtual_start
+from tests.answering import drive
+
 pytestmark = pytest.mark.timeout(60)
 
 HEAD = "from simulator.locust import ZreadUser, memory_line, print_memory_at_exit\n"
@@ -270,37 +273,16 @@ def test_sessions_side_by_side_keep_their_own_retries_through_super_answer(
     code, out, rows = locust(tmp_path, body, "-u", "1", "-r", "10", "-t", "40s")
     assert code == 0, out
     assert count(rows, "session", "generate") == (4, 0)
-    alone = subprocess.run(  # one session of each seed, its retries counted alone
-        [sys.executable, "-c", RETRIES, "0", "1", "2", "3"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    assert int(alone.stdout) == 8  # two a session
-    assert count(rows, "command", "retry")[0] == int(alone.stdout)
-
-
-RETRIES = """
-import sys
-from simulator.runners.virtual import SimulationError, start
-from simulator.tools.client import ReferenceClient
-total = 0
-for seed in map(int, sys.argv[1:]):
-    sim, client = start("generate", scenario="failing-pages", seed=seed), ReferenceClient()
-    while True:
-        try:
-            event = sim.wait_for(lambda _: True)
-        except SimulationError:
-            break
-        line = client.answer(event)
-        if line is not None and event is sim.last:
-            total += line.startswith(b'{"type":"retry"')
-            sim.send_line(line[:-1])
-    assert sim.done
-    sim.close()
-print(total)
-"""
+    # One session of each seed, in virtual time, its retries counted alone.
+    retries = 0
+    for seed in range(4):
+        sim = virtual_start("generate", scenario="failing-pages", seed=seed)
+        sent = drive(sim)
+        assert sim.done
+        sim.close()
+        retries += sum(line.startswith(b'{"type":"retry"') for line in sent)
+    assert retries == 8  # two a session
+    assert count(rows, "command", "retry")[0] == retries
 
 
 def test_a_graceful_stop_ends_the_sessions_running_and_starts_no_more(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ import pytest
 from simulator.launch import build_session
 from simulator.runners.aio import Channel, Hub
 from simulator.runners.output import OutputStage
-from simulator.runners.virtual import SimSession, SimulationError
 from simulator.runners.virtual import start as virtual_start
 from simulator.scenario import builtin_names, load_scenario
 from simulator.tools.client import ReferenceClient, command_line
 from statecharts import COMMANDS, command_module, load_chart
+from tests.answering import drive
 
 
 def event(waiting_for: list[str], **vm: Any) -> dict[str, Any]:
@@ -127,19 +127,6 @@ def test_no_answer_where_nothing_is_asked(quiet: dict[str, Any]) -> None:
 
 
 # -- whole runs -------------------------------------------------------------------------
-
-
-def drive(sim: SimSession) -> None:
-    """Answer each event as it comes; until done (or stalled)."""
-    client = ReferenceClient()
-    while True:
-        try:
-            current = sim.wait_for(lambda _: True)
-        except SimulationError:
-            return
-        answer = client.answer(current)
-        if answer is not None and current is sim.last:
-            sim.send_line(answer[:-1])
 
 
 CASES = [(command, scenario) for scenario in builtin_names() for command in COMMANDS]
