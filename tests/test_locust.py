@@ -301,3 +301,18 @@ def test_a_graceful_stop_ends_the_sessions_running_and_starts_no_more(tmp_path: 
     assert time.monotonic() - began < 25, out  # not killed at the stop timeout
     ended, failed = count(rows, "session", "generate")
     assert ended >= 4 and failed == 0
+
+
+def test_a_worker_reads_locusts_default_options_once_a_process() -> None:
+    # Locust's worker asks for them once for each of the master's options at every spawn
+    # message; read once, they are the same dict each time, and Locust's own.
+    probe = (
+        "import simulator.locust\n"
+        "from locust import argument_parser as parser\n"
+        "first = parser.default_args_dict()\n"
+        "print(first is parser.default_args_dict(), 'headless' in first, 'num_users' in first)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.split() == ["True", "True", "True"]
