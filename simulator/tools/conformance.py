@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from simulator.core.envelope import Command, RejectedLine, decode_command, decode_params
 from simulator.core.secrets import Secrets
@@ -100,9 +100,20 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-_Rules = tuple[
-    dict[str, list[Gate]], "VmShape | None", bool, dict[str, "type[Any] | None"], list[list[str]]
-]
+class _Rules(NamedTuple):
+    """What the check needs of a command's chart, read once per command."""
+
+    states: dict[str, list[Gate]]
+    """Each vm.state's gates (several chart states may share one)."""
+    shape: VmShape | None
+    shows_state: bool
+    params: dict[str, type[Any] | None]
+    every: list[Gate]
+    """The gates of every state: what an event may show when its state is not known."""
+    offered: frozenset[tuple[str, ...]]
+    """The waiting_for lists the non-terminal ones offer."""
+
+
 _RULES: dict[str | None, _Rules] = {}
 
 
@@ -126,9 +137,17 @@ def _rules_of(command: str | None) -> _Rules:
             states.setdefault(spec.vm_state, []).append((spec.waiting_for, spec.terminal))
         shape = shape_of(chart.model.vm_type)
         params = {name: spec.params for name, spec in chart.commands.items()}
-    every_gate = _offered([c for cs in states.values() for c in cs])
-    rules = _RULES[command] = (states, shape, shows_state, params, every_gate)
+    every = [gate for gates in states.values() for gate in gates]
+    offered = frozenset(tuple(gate) for gate in _offered(every))
+    rules = _RULES[command] = _Rules(states, shape, shows_state, params, every, offered)
     return rules
+
+
+def _done_offering(waiting_for: list[str]) -> str:
+    return (
+        f"zread did offer waiting_for {compact(waiting_for)} with done:true where the "
+        "chart expects []"
+    )
 
 
 class Checker:
@@ -139,19 +158,7 @@ class Checker:
     envelope only).
     """
 
-    __slots__ = (
-        "_done",
-        "_events",
-        "_gate_set",
-        "_gates",
-        "_last",
-        "_params",
-        "_shape",
-        "_shows_state",
-        "_states",
-        "command",
-        "deviations",
-    )
+    __slots__ = ("_done", "_events", "_last", "_rules", "command", "deviations")
 
     def __init__(self, command: str | None) -> None:
         self.command = command
@@ -161,9 +168,7 @@ class Checker:
         must repeat it; b"" after an event judged by its envelope) and its waiting_for."""
         self._done = False
         self._events = 0
-        rules = _rules_of(command)
-        self._states, self._shape, self._shows_state, self._params, self._gates = rules
-        self._gate_set = frozenset(tuple(gate) for gate in self._gates)
+        self._rules = _rules_of(command)
 
     @property
     def clean(self) -> bool:
@@ -195,7 +200,7 @@ class Checker:
                 fits = (
                     not waiting_for
                     if done is True
-                    else done is False and (tuple(waiting_for) in self._gate_set)
+                    else done is False and (tuple(waiting_for) in self._rules.offered)
                 )
             except TypeError:  # an element that cannot be hashed: not a gate's
                 fits = False
@@ -225,16 +230,9 @@ class Checker:
         if head.get("error"):
             yield from self._rejected(None, waiting_for, done)
         elif done and waiting_for:
-            yield (
-                f"zread did offer waiting_for {compact(waiting_for)} with done:true where the "
-                "chart expects []"
-            )
-        elif not done and self.command is not None and waiting_for not in self._gates:
-            expected = " or ".join(compact(w) for w in self._gates)
-            yield (
-                f"zread did offer waiting_for {compact(waiting_for)} where the chart expects "
-                f"{expected}"
-            )
+            yield _done_offering(waiting_for)
+        elif not done and self.command is not None:
+            yield from self._against_gates(None, self._rules.every, waiting_for)
         self._last = (b"", waiting_for)
         self._done = bool(done)
 
@@ -292,9 +290,8 @@ class Checker:
         last_line, last_waiting_for = self._last
         if done:
             yield "zread did write done:true with an error where the chart expects done:false"
-        if (
-            vm is not None and last_line and vm != decode_json(last_line)["vm"]
-        ):  # it decoded once already
+        judged = vm is not None and last_line  # (its line decoded once already)
+        if judged and vm != decode_json(last_line)["vm"]:
             yield (
                 "zread did change the vm in an error event where the chart expects the "
                 "previous event's vm repeated"
@@ -309,17 +306,14 @@ class Checker:
         self, vm: dict[str, Any], waiting_for: list[str], done: bool
     ) -> Iterator[str]:
         if done and waiting_for:
-            yield (
-                f"zread did offer waiting_for {compact(waiting_for)} with done:true where the "
-                "chart expects []"
-            )
+            yield _done_offering(waiting_for)
         if self.command is None:
             return
-        if self._shape is not None:
-            yield from field_deviations(vm, self._shape, "")
+        if self._rules.shape is not None:
+            yield from field_deviations(vm, self._rules.shape, "")
         state, candidates = self._candidates(vm)
         if candidates is None:
-            known = ", ".join(compact(s) for s in self._states)
+            known = ", ".join(compact(s) for s in self._rules.states)
             yield f"zread did show vm.state {compact(state)} where the chart expects one of {known}"
             return
         if done:
@@ -329,10 +323,10 @@ class Checker:
     def _candidates(self, vm: dict[str, Any]) -> tuple[Any, list[Gate] | None]:
         """The state an event shows (None: the chart shows none), and the chart states it
         may be in (None: a vm.state the chart does not have)."""
-        if not self._shows_state:
-            return None, [c for cs in self._states.values() for c in cs]
+        if not self._rules.shows_state:
+            return None, self._rules.every
         state = vm.get("state")
-        return state, self._states.get(state) if isinstance(state, str) else None
+        return state, self._rules.states.get(state) if isinstance(state, str) else None
 
     @staticmethod
     def _against_gates(state: Any, candidates: list[Gate], waiting_for: list[str]) -> Iterator[str]:
@@ -394,7 +388,7 @@ class Checker:
             shown = command.params.decode("utf-8", "replace")
             yield f"the client sent {sent} with params {shown} where zread waits for an object"
             return
-        struct = self._params.get(kind)
+        struct = self._rules.params.get(kind)
         if struct is not None:
             try:
                 decode_params(command.params, struct)
