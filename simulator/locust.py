@@ -270,7 +270,6 @@ class ZreadUser(User):
         self.client = ReferenceClient(self.command)
         """The reference client of the session that began last (a fresh one each)."""
         self._started = 0
-        self._sessions = 0
 
     def on_start(self) -> None:
         """Wait a random moment within :attr:`start_spread` before the first session."""
@@ -348,19 +347,15 @@ class ZreadUser(User):
             return  # a graceful stop: no new process
         if not self._may_start():
             self._stopped()  # it ran its sessions_per_user (0: it ran none)
-        self._started += 1
-        seed = self.seed if self.seed is not None else next(shared.seeds)
+        seed = self._next_seed(shared)
         report = Report(self.command, self._fire)
         memory = memory_of(self.environment)
         memory.live += 1
         try:
             run_process(self._plan(), seed, report)
         finally:
-            try:
-                _sample(self.environment.runner, memory)
-            finally:
-                memory.live -= 1
-        self._ended(report)
+            self._left(memory)
+        report.session(self.command)
 
     def _in_process(self, shared: _Shared, prepared: Prepared) -> None:
         memory = memory_of(self.environment)
@@ -368,8 +363,7 @@ class ZreadUser(User):
         try:
             while True:
                 while len(fleet.running) < self._side_by_side() and self._may_start():
-                    self._started += 1
-                    seed = self.seed if self.seed is not None else next(shared.seeds)
+                    seed = self._next_seed(shared)
                     every = max(1, self.check_every)
                     report = Report(self.command, self._fire, in_full=seed % every == 0)
                     fleet.start(self._plan(), seed, report)
@@ -379,11 +373,8 @@ class ZreadUser(User):
                         return  # a graceful stop: Locust ends the user after its task
                     self._stopped()
                 report = fleet.next_ended()
-                try:
-                    _sample(self.environment.runner, memory)
-                finally:
-                    memory.live -= 1
-                self._ended(report)
+                self._left(memory)
+                report.session(self.command)
         finally:
             memory.live -= len(fleet.running)
             fleet.close()
@@ -406,9 +397,17 @@ class ZreadUser(User):
         plan.children = CHILDREN
         return plan
 
-    def _ended(self, report: Report) -> None:
-        report.session(self.command)
-        self._sessions += 1
+    def _next_seed(self, shared: _Shared) -> int:
+        """The seed of the session about to begin (it counts as begun)."""
+        self._started += 1
+        return self.seed if self.seed is not None else next(shared.seeds)
+
+    def _left(self, memory: Memory) -> None:
+        """A session is over: the memory is sampled with it still live, then it is not."""
+        try:
+            _sample(self.environment.runner, memory)
+        finally:
+            memory.live -= 1
 
     def _stopped(self) -> NoReturn:
         """This user ran its ``sessions_per_user``: the run is told (it quits once every
