@@ -133,6 +133,11 @@ def process_hub() -> Hub:
     return _HUB
 
 
+def _own_error(error: Exception) -> str:
+    """How an error of the simulator's own in a session is said in its report."""
+    return f"the simulator's own error: {type(error).__name__}: {error}"
+
+
 class _Live(LiveSession):
     """A live session whose ticks, from the hub, are guarded: an error of the simulator's
     own in one session fails that session (its report says so), not the hub's turn."""
@@ -144,7 +149,7 @@ class _Live(LiveSession):
         try:
             super().tick()
         except Exception as error:
-            self.client.fail(f"the simulator's own error: {type(error).__name__}: {error}")
+            self.client.fail(_own_error(error))
 
 
 class _Client(Observer):
@@ -231,9 +236,7 @@ class _Client(Observer):
 
     def ended(self, live: Live, code: int | None, how: str) -> None:
         self.fleet.hub.ended(live, code, how)
-        if not self.over:
-            self.over = True
-            self.fleet.ended(self)
+        self._end()
 
     # -- answers -------------------------------------------------------------------------
 
@@ -256,7 +259,7 @@ class _Client(Observer):
                 report.sent(line[:-1], time.monotonic())
                 live.received(line)
             except Exception as error:
-                self.fail(f"the simulator's own error: {type(error).__name__}: {error}")
+                self.fail(_own_error(error))
                 return
         else:
             if self.answers:
@@ -274,6 +277,10 @@ class _Client(Observer):
     def fail(self, problem: str) -> None:
         """The session failed: ``problem`` is said, and its user ends it."""
         self.report.problem = self.report.problem or problem
+        self._end()
+
+    def _end(self) -> None:
+        """The session is over: its user hears it, once."""
         if not self.over:
             self.over = True
             self.fleet.ended(self)
@@ -322,7 +329,7 @@ class Fleet:
         try:
             live.start()
         except Exception as error:  # the session fails; its fleet goes on
-            client.fail(f"the simulator's own error: {type(error).__name__}: {error}")
+            client.fail(_own_error(error))
 
     def ended(self, client: _Client) -> None:
         self._over.append(client)
